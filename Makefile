@@ -1,0 +1,43 @@
+# The two commands: `make demo` and `make test`. The virtualenv lives in .venv/ (git-ignored).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.installed
+
+.PHONY: venv test test-unit test-integration demo demo-stop soak bench pyfiles clean
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt
+	@command -v java >/dev/null || { echo "Java 17 is required (apt-get install -y openjdk-17-jre-headless)"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+	$(PIP) install --quiet -r requirements-dev.txt 2>&1 | grep -v "^WARNING: Location" || true
+	$(PIP) check
+	touch $(STAMP)
+
+test: venv
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-unit: venv
+	$(PY) -m pytest tests/unit tests/devtools -m "not slow" $(PYTEST_ARGS)
+
+soak: venv
+	$(PY) -m pytest -m slow tests/integration/test_soak.py -s $(PYTEST_ARGS)
+
+bench: venv
+	$(PY) bench/ingest_bench.py $(BENCH_ARGS)
+
+pyfiles: venv
+	mkdir -p build && rm -f build/cdc.zip && cd jobs && ../$(PY) -m zipfile -c ../build/cdc.zip cdc
+
+demo: venv
+	$(PY) -m devtools.demo $(DEMO_ARGS)
+
+demo-stop:
+	-$(PY) -m devtools.demo stop
+
+clean:
+	rm -rf build .demo warehouse test-output

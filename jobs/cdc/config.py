@@ -1,0 +1,300 @@
+"""Pipeline configuration: one YAML file per pipeline → frozen, typed objects.
+
+Validation happens up front (``load_config``); every error names the file and the key. ``${VAR}`` and
+``${VAR:-default}`` in string values are replaced from the environment, so secrets (SASL passwords, registry
+basic-auth) stay out of the file. ``PipelineConfig.redacted()`` gives a printable view.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from cdc.errors import ConfigError
+
+FORMATS = ("avro", "json")
+DELETE_MODES = ("hard", "soft")
+BAD_RECORD_POLICIES = ("dead_letter", "fail")
+CATALOG_TYPES = ("hadoop", "hive", "rest", "glue", "jdbc", "nessie")
+DEFAULT_PLACEHOLDER = "__debezium_unavailable_value"
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_SECRET_WORDS = ("password", "secret", "token", "credentials", "user.info", "key", "jaas")
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """One source topic → one Iceberg target table."""
+
+    topic: str
+    target: str  # namespace.table
+    primary_key: tuple[str, ...] = ()  # empty: the fields of the Kafka message key
+    ordering: str | tuple[str, ...] = "auto"  # auto, or field paths such as ("source.lsn",)
+    delete_mode: str = "hard"
+    unavailable_value_placeholder: str = DEFAULT_PLACEHOLDER
+    on_bad_record: str = "dead_letter"
+    max_dead_letter_ratio: float = 0.01
+    allow_field_addition: bool = True
+
+    @property
+    def name(self) -> str:
+        """The table's name in CLI flags, DAG params and the ledger: the target identifier."""
+        return self.target
+
+    @property
+    def namespace(self) -> str:
+        return self.target.rsplit(".", 1)[0]
+
+    @property
+    def table(self) -> str:
+        return self.target.rsplit(".", 1)[1]
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    name: str = "lake"
+    type: str = "hadoop"
+    warehouse: str = "./warehouse"
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    max_records_per_partition: int = 500_000
+    # A Spark task reads at most this many offsets; bigger ranges are split. Bounds executor memory.
+    chunk_size: int = 100_000
+    # A read that makes no progress for this long fails (retryable) instead of hanging.
+    read_timeout_seconds: float = 60.0
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    pipeline: str
+    kafka: Mapping[str, Any]
+    format: str
+    catalog: CatalogConfig
+    tables: tuple[TableConfig, ...]
+    schema_registry: Mapping[str, Any] = field(default_factory=dict)
+    spark: Mapping[str, str] = field(default_factory=dict)
+    metadata_namespace: str = "cdc_meta"
+    batch: BatchConfig = field(default_factory=BatchConfig)
+    schedule: str | None = "@hourly"
+    source_path: str = "<memory>"
+
+    def table(self, name: str) -> TableConfig:
+        for t in self.tables:
+            if name in (t.target, t.topic, t.table):
+                return t
+        known = ", ".join(t.target for t in self.tables)
+        raise ConfigError(f"{self.source_path}: no table {name!r} in pipeline {self.pipeline!r} (tables: {known})")
+
+    def select(self, names: list[str] | None) -> tuple[TableConfig, ...]:
+        if not names:
+            return self.tables
+        return tuple(self.table(n) for n in names)
+
+    def with_batch(self, **changes: Any) -> "PipelineConfig":
+        return replace(self, batch=replace(self.batch, **changes))
+
+    def redacted(self) -> dict[str, Any]:
+        """A printable summary: secret-looking values replaced by ***."""
+        return {
+            "pipeline": self.pipeline,
+            "format": self.format,
+            "kafka": redact(self.kafka),
+            "schema_registry": redact(self.schema_registry),
+            "catalog": {"name": self.catalog.name, "type": self.catalog.type, "warehouse": self.catalog.warehouse},
+            "tables": [t.target for t in self.tables],
+        }
+
+
+def redact(props: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: ("***" if any(w in k.lower() for w in _SECRET_WORDS) else v) for k, v in props.items()}
+
+
+def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> PipelineConfig:
+    """Read, substitute ``${ENV}`` and validate one pipeline YAML."""
+    src = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"{src}: cannot read config file ({exc.strerror})") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{src}: not valid YAML: {exc}") from None
+    return parse_config(raw, src, os.environ if env is None else env)
+
+
+def parse_config(raw: Any, src: str = "<memory>", env: Mapping[str, str] | None = None) -> PipelineConfig:
+    p = _Parser(src, os.environ if env is None else env)
+    return p.pipeline(raw)
+
+
+class _Parser:
+    def __init__(self, src: str, env: Mapping[str, str]):
+        self.src, self.env = src, env
+
+    def fail(self, key: str, msg: str) -> ConfigError:
+        return ConfigError(f"{self.src}: key '{key}': {msg}")
+
+    def subst(self, value: Any, key: str) -> Any:
+        if isinstance(value, str):
+
+            def repl(m: re.Match[str]) -> str:
+                if m.group(1) in self.env:
+                    return self.env[m.group(1)]
+                if m.group(2) is not None:
+                    return m.group(2)
+                raise self.fail(key, f"environment variable {m.group(1)} is not set")
+
+            return _ENV.sub(repl, value)
+        if isinstance(value, dict):
+            return {k: self.subst(v, f"{key}.{k}") for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.subst(v, f"{key}[{i}]") for i, v in enumerate(value)]
+        return value
+
+    def mapping(self, raw: dict[str, Any], key: str, required: bool = False) -> dict[str, Any]:
+        v = raw.get(key)
+        if v is None:
+            if required:
+                raise self.fail(key, "is required")
+            return {}
+        if not isinstance(v, dict):
+            raise self.fail(key, f"must be a mapping, got {type(v).__name__}")
+        return {str(k): self.subst(val, f"{key}.{k}") for k, val in v.items()}
+
+    def choice(self, value: Any, key: str, choices: tuple[str, ...]) -> str:
+        if value not in choices:
+            raise self.fail(key, f"must be one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    def number(self, value: Any, key: str, kind: type, minimum: float) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
+            raise self.fail(key, f"must be a number >= {minimum}, got {value!r}")
+        if kind is int and not isinstance(value, int):
+            raise self.fail(key, f"must be a whole number, got {value!r}")
+        return kind(value)
+
+    def unknown(self, raw: dict[str, Any], allowed: set[str], where: str) -> None:
+        extra = sorted(set(raw) - allowed)
+        if extra:
+            raise self.fail(f"{where}{extra[0]}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+
+    def pipeline(self, raw: Any) -> PipelineConfig:
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{self.src}: the file must hold a YAML mapping")
+        top = {"pipeline", "kafka", "schema_registry", "format", "catalog", "spark", "metadata_namespace", "batch",
+               "defaults", "tables", "schedule"}
+        self.unknown(raw, top, "")
+        name = raw.get("pipeline")
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise self.fail("pipeline", "is required: a name of letters, digits and _")
+        kafka = self.mapping(raw, "kafka", required=True)
+        if not kafka.get("bootstrap.servers"):
+            raise self.fail("kafka.bootstrap.servers", "is required")
+        fmt = self.choice(raw.get("format", "avro"), "format", FORMATS)
+        registry = self.mapping(raw, "schema_registry")
+        if fmt == "avro" and not registry.get("url"):
+            raise self.fail("schema_registry.url", "is required when format is avro")
+        meta_ns = raw.get("metadata_namespace", "cdc_meta")
+        if not isinstance(meta_ns, str) or not _NAME.match(meta_ns):
+            raise self.fail("metadata_namespace", f"must be an identifier, got {meta_ns!r}")
+        schedule = raw.get("schedule", "@hourly")
+        if schedule is not None and not isinstance(schedule, str):
+            raise self.fail("schedule", "must be a cron expression, a preset like @hourly, or null")
+        tables_raw = raw.get("tables")
+        if not isinstance(tables_raw, list) or not tables_raw:
+            raise self.fail("tables", "is required: a non-empty list of {topic, target, ...}")
+        defaults = self.mapping(raw, "defaults")
+        tables = tuple(self.table({**defaults, **(t or {})}, i) if isinstance(t, dict) or t is None
+                       else self._bad_table(i) for i, t in enumerate(tables_raw))
+        seen: set[str] = set()
+        for t in tables:
+            if t.target in seen or t.topic in seen:
+                raise self.fail("tables", f"{t.target} / {t.topic} appears twice")
+            seen.update((t.target, t.topic))
+        return PipelineConfig(
+            pipeline=name, kafka=kafka, format=fmt, catalog=self.catalog(raw), tables=tables,
+            schema_registry=registry, spark={k: str(v) for k, v in self.mapping(raw, "spark").items()},
+            metadata_namespace=meta_ns, batch=self.batch(raw), schedule=schedule, source_path=self.src,
+        )
+
+    def _bad_table(self, i: int) -> TableConfig:
+        raise self.fail(f"tables[{i}]", "must be a mapping with topic and target")
+
+    def catalog(self, raw: dict[str, Any]) -> CatalogConfig:
+        c = self.mapping(raw, "catalog", required=True)
+        self.unknown(c, {"name", "type", "warehouse", "properties"}, "catalog.")
+        name = c.get("name", "lake")
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise self.fail("catalog.name", f"must be an identifier, got {name!r}")
+        ctype = self.choice(c.get("type", "hadoop"), "catalog.type", CATALOG_TYPES)
+        warehouse = c.get("warehouse")
+        if ctype == "hadoop" and not warehouse:
+            raise self.fail("catalog.warehouse", "is required for a hadoop catalog")
+        if ctype == "hadoop" and "://" not in str(warehouse) and not os.path.isabs(str(warehouse)):
+            warehouse = str((Path(self.src).parent if self.src != "<memory>" else Path.cwd()) / str(warehouse))
+        props = c.get("properties") or {}
+        if not isinstance(props, dict):
+            raise self.fail("catalog.properties", "must be a mapping")
+        return CatalogConfig(name=name, type=ctype, warehouse=str(warehouse or ""),
+                             properties={str(k): str(v) for k, v in props.items()})
+
+    def batch(self, raw: dict[str, Any]) -> BatchConfig:
+        b = self.mapping(raw, "batch")
+        self.unknown(b, {"max_records_per_partition", "chunk_size", "read_timeout_seconds"}, "batch.")
+        d = BatchConfig()
+        return BatchConfig(
+            max_records_per_partition=self.number(b.get("max_records_per_partition", d.max_records_per_partition),
+                                                  "batch.max_records_per_partition", int, 1),
+            chunk_size=self.number(b.get("chunk_size", d.chunk_size), "batch.chunk_size", int, 1),
+            read_timeout_seconds=self.number(b.get("read_timeout_seconds", d.read_timeout_seconds),
+                                             "batch.read_timeout_seconds", float, 0.1),
+        )
+
+    def table(self, t: dict[str, Any], i: int) -> TableConfig:
+        w = f"tables[{i}]."
+        allowed = {"topic", "target", "primary_key", "ordering", "delete_mode", "unavailable_value_placeholder",
+                   "on_bad_record", "max_dead_letter_ratio", "allow_field_addition"}
+        self.unknown(t, allowed, w)
+        t = {k: self.subst(v, w + k) for k, v in t.items()}
+        topic, target = t.get("topic"), t.get("target")
+        if not isinstance(topic, str) or not topic:
+            raise self.fail(w + "topic", "is required")
+        if not isinstance(target, str) or target.count(".") < 1 or not all(_NAME.match(p) for p in target.split(".")):
+            raise self.fail(w + "target", f"must be namespace.table (identifiers), got {target!r}")
+        pk = t.get("primary_key") or ()
+        if isinstance(pk, str):
+            pk = (pk,)
+        if not isinstance(pk, (list, tuple)) or not all(isinstance(k, str) and k for k in pk):
+            raise self.fail(w + "primary_key", "must be a list of column names")
+        ordering = t.get("ordering", "auto")
+        if isinstance(ordering, str) and ordering != "auto":
+            ordering = (ordering,)
+        if isinstance(ordering, list):
+            ordering = tuple(ordering)
+        if ordering != "auto" and (not ordering or not all(isinstance(o, str) and o for o in ordering)):
+            raise self.fail(w + "ordering", "must be auto or a list of field paths such as [source.lsn]")
+        placeholder = t.get("unavailable_value_placeholder", DEFAULT_PLACEHOLDER)
+        if not isinstance(placeholder, str) or not placeholder:
+            raise self.fail(w + "unavailable_value_placeholder", "must be a non-empty string")
+        ratio = self.number(t.get("max_dead_letter_ratio", 0.01), w + "max_dead_letter_ratio", float, 0)
+        if ratio > 1:
+            raise self.fail(w + "max_dead_letter_ratio", f"must be between 0 and 1, got {ratio}")
+        afa = t.get("allow_field_addition", True)
+        if not isinstance(afa, bool):
+            raise self.fail(w + "allow_field_addition", "must be true or false")
+        return TableConfig(
+            topic=topic, target=target, primary_key=tuple(pk), ordering=ordering,
+            delete_mode=self.choice(t.get("delete_mode", "hard"), w + "delete_mode", DELETE_MODES),
+            unavailable_value_placeholder=placeholder,
+            on_bad_record=self.choice(t.get("on_bad_record", "dead_letter"), w + "on_bad_record", BAD_RECORD_POLICIES),
+            max_dead_letter_ratio=ratio, allow_field_addition=afa,
+        )

@@ -1,0 +1,283 @@
+"""Decoder for Debezium events written by the Confluent AvroConverter (wire format: magic 0, 4-byte schema id, datum).
+
+Writer schemas are fetched by id from the schema registry (cached); every value is resolved to the *reader* schema,
+the newest registered version of ``<topic>-value`` at the time the batch schema was resolved, so records written
+with older versions get the defaults of added fields. The registry is reached through a ``SchemaSource``:
+``RegistrySource`` (confluent_kafka ``SchemaRegistryClient``, created lazily, dropped when pickled) or, in tests,
+``StaticSource``. Registry unreachable / 5xx → ``SchemaRegistryUnavailable`` (retryable, not a dead letter).
+
+Avro date/time ``logicalType`` annotations are stripped before reading (fastavro would build datetime objects);
+the Connect semantics (``connect.name``) drive conversion instead. ``decimal`` is kept: fastavro yields ``Decimal``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import struct
+from io import BytesIO
+from typing import Any, Mapping, Protocol, Sequence
+from urllib.parse import urlsplit
+
+from fastavro import parse_schema, schemaless_reader
+
+from cdc.config import DEFAULT_PLACEHOLDER
+from cdc.decode import Decoder, Sample
+from cdc.decode.envelope import RowPlan, row_plan, to_event
+from cdc.decode.model import TOMBSTONE, Column, Event
+from cdc.errors import ConfigError, DecodeError, SchemaRegistryUnavailable
+from cdc.types import ConnectField, columns_of, converter, from_avro, merge_columns
+
+_HEADER = struct.Struct(">bI")
+_KEEP_LOGICAL = {"decimal"}
+
+
+class SchemaNotFound(LookupError):
+    """The registry answered 404 for a schema id or subject."""
+
+
+class SchemaSource(Protocol):
+    def schema(self, schema_id: int) -> str: ...  # the schema text; SchemaNotFound if unknown
+
+    def latest(self, subject: str) -> tuple[int, str]: ...  # (id, text) of the newest version; SchemaNotFound
+
+
+class StaticSource:
+    """In-memory schemas (tests, tools): ``schemas`` id → schema, ``subjects`` subject → ids (oldest first)."""
+
+    def __init__(self, schemas: Mapping[int, Any], subjects: Mapping[str, Sequence[int]] | None = None):
+        self.schemas = {i: s if isinstance(s, str) else json.dumps(s) for i, s in schemas.items()}
+        self.subjects = {k: list(v) for k, v in (subjects or {}).items()}
+        self.calls = 0
+
+    def schema(self, schema_id: int) -> str:
+        self.calls += 1
+        if schema_id not in self.schemas:
+            raise SchemaNotFound(f"schema id {schema_id}")
+        return self.schemas[schema_id]
+
+    def latest(self, subject: str) -> tuple[int, str]:
+        self.calls += 1
+        if not self.subjects.get(subject):
+            raise SchemaNotFound(f"subject {subject!r}")
+        sid = self.subjects[subject][-1]
+        return sid, self.schemas[sid]
+
+
+class RegistrySource:
+    """Confluent schema registry over HTTP; the client is created on first use and never pickled."""
+
+    def __init__(self, conf: Mapping[str, Any]):
+        self.conf = dict(conf)
+        self._client: Any = None
+        parts = urlsplit(str(self.conf.get("url", "")).split(",")[0])
+        self.where = f"{parts.scheme}://{parts.hostname}:{parts.port}" if parts.hostname else "<no url>"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_client": None}
+
+    def _call(self, what: str, fn: str, *args: Any) -> Any:
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        if self._client is None:
+            try:
+                self._client = SchemaRegistryClient(self.conf)
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(f"schema_registry: invalid client settings ({exc})") from None
+        try:
+            return getattr(self._client, fn)(*args)
+        except SchemaRegistryError as exc:
+            status = exc.http_status_code
+            if status == 404:
+                raise SchemaNotFound(what) from None
+            if status in (401, 403):
+                raise ConfigError(f"schema registry {self.where} refused access to {what} (HTTP {status}): "
+                                  "check schema_registry credentials") from None
+            if status >= 500 or status in (408, 429) or status < 0:
+                raise SchemaRegistryUnavailable(f"schema registry {self.where} failed for {what} (HTTP {status}); "
+                                                "retry later") from None
+            raise DecodeError(f"schema registry {self.where} rejected the lookup of {what}: HTTP {status} "
+                              f"{exc.error_message}") from None
+        except Exception as exc:  # httpx transport errors, timeouts, DNS, TLS
+            raise SchemaRegistryUnavailable(f"schema registry {self.where} unreachable while fetching {what} "
+                                            f"({type(exc).__name__}); retry later") from None
+
+    def schema(self, schema_id: int) -> str:
+        return self._call(f"schema id {schema_id}", "get_schema", schema_id).schema_str
+
+    def latest(self, subject: str) -> tuple[int, str]:
+        reg = self._call(f"subject {subject!r}", "get_latest_version", subject)
+        return reg.schema_id, reg.schema.schema_str
+
+
+class _ValuePlan:
+    __slots__ = ("writer", "reader", "rows")
+
+    def __init__(self, writer: Any, reader: Any, rows: RowPlan):
+        self.writer, self.reader, self.rows = writer, reader, rows
+
+
+class AvroDecoder(Decoder):
+    def __init__(self, topic: str, registry_conf: Mapping[str, Any] | None = None,
+                 placeholder: str = DEFAULT_PLACEHOLDER, subject_strategy: str = "topic",
+                 source: SchemaSource | None = None):
+        if subject_strategy != "topic":
+            raise ConfigError(f"subject name strategy {subject_strategy!r} is not supported (only 'topic': "
+                              "subjects <topic>-key and <topic>-value)")
+        self.topic = topic
+        self.placeholder = placeholder
+        self.value_subject, self.key_subject = f"{topic}-value", f"{topic}-key"
+        self.source: SchemaSource = source if source is not None else RegistrySource(registry_conf or {})
+        self._texts: dict[int, str] = {}  # schema id → text: pickled along, so tasks rarely ask the registry
+        self._reader: tuple[int, str] | None = None  # newest value schema (id, text)
+        self._columns: list[Column] | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._parsed: dict[int, Any] = {}
+        self._plans: dict[int, _ValuePlan] = {}
+        self._key_plans: dict[int, tuple[Any, Any]] = {}
+        self._refreshed = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for k in ("_parsed", "_plans", "_key_plans"):
+            state[k] = {}
+        return state
+
+    # ------------------------------------------------------------------------------------------------- schema side
+
+    def resolve_columns(self, samples: Sequence[Sample], existing: Sequence[Column] = ()) -> list[Column]:
+        self._reader = self._latest(self.value_subject)
+        struct_ = _row_struct(from_avro(json.loads(self._reader[1])))
+        return merge_columns(existing, columns_of(struct_) if struct_ is not None else [])
+
+    def key_columns(self, samples: Sequence[Sample]) -> list[Column]:
+        try:
+            _, text = self._latest(self.key_subject)
+        except DecodeError:
+            return []  # no key subject: keyless topic
+        node = from_avro(json.loads(text))
+        return columns_of(node) if node.type == "struct" else []
+
+    def bind(self, columns: Sequence[Column]) -> "AvroDecoder":
+        if self._reader is None:
+            self._reader = self._latest(self.value_subject)
+        bound = copy.copy(self)
+        bound._texts = dict(self._texts)
+        bound._columns = list(columns)
+        bound._reset()
+        return bound
+
+    def _latest(self, subject: str) -> tuple[int, str]:
+        try:
+            sid, text = self.source.latest(subject)
+        except SchemaNotFound:
+            raise DecodeError(f"subject {subject!r} not found in the schema registry") from None
+        self._texts[sid] = text
+        return sid, text
+
+    def _text(self, sid: int) -> str:
+        text = self._texts.get(sid)
+        if text is None:
+            try:
+                text = self._texts[sid] = self.source.schema(sid)
+            except SchemaNotFound:
+                raise DecodeError(f"unknown schema id {sid} (not in the schema registry)") from None
+        return text
+
+    def _parse(self, sid: int) -> Any:
+        parsed = self._parsed.get(sid)
+        if parsed is None:
+            try:
+                parsed = self._parsed[sid] = parse_schema(_strip_logical(json.loads(self._text(sid))))
+            except (ValueError, TypeError, KeyError) as exc:
+                raise DecodeError(f"schema id {sid} is not a valid Avro schema: {exc}") from None
+        return parsed
+
+    # ------------------------------------------------------------------------------------------------- record side
+
+    def decode(self, key: bytes | None, value: bytes | None) -> Event:
+        k = self._decode_key(key)
+        if value is None:
+            return Event(TOMBSTONE, key=k)
+        sid, body = _split(value, "value")
+        plan = self._plans.get(sid) or self._value_plan(sid)
+        buf = BytesIO(body)
+        try:
+            datum = schemaless_reader(buf, plan.writer, plan.reader)
+        except Exception as exc:  # EOFError, struct.error, UnicodeDecodeError, resolution errors ...
+            raise DecodeError(f"corrupt Avro value (schema id {sid}): {type(exc).__name__}: {exc}") from None
+        if buf.tell() != len(body):
+            raise DecodeError(f"corrupt Avro value (schema id {sid}): {len(body) - buf.tell()} trailing bytes")
+        return to_event(datum, k, plan.rows, sid)
+
+    def _value_plan(self, sid: int) -> _ValuePlan:
+        if self._reader is None:
+            self._reader = self._latest(self.value_subject)
+        writer = self._parse(sid)
+        if sid > self._reader[0] and not self._refreshed:  # registered after the batch schema was resolved
+            self._refreshed = True
+            self._reader = self._latest(self.value_subject)
+        reader_id = self._reader[0]
+        if sid > reader_id:
+            raise DecodeError(f"schema id {sid} is newer than the latest version (id {reader_id}) of subject "
+                              f"{self.value_subject!r}")
+        reader = None if sid == reader_id else self._parse(reader_id)
+        envelope = from_avro(json.loads(self._texts[reader_id]))
+        columns = self._columns
+        if columns is None:  # decode() before bind(): the reader schema's own columns
+            s = _row_struct(envelope)
+            columns = self._columns = columns_of(s) if s is not None else []
+        plan = self._plans[sid] = _ValuePlan(writer, reader, row_plan(columns, _row_struct(envelope),
+                                                                      self.placeholder))
+        return plan
+
+    def _decode_key(self, key: bytes | None) -> dict[str, Any] | None:
+        if key is None:
+            return None
+        sid, body = _split(key, "key")
+        plan = self._key_plans.get(sid)
+        if plan is None:
+            writer = self._parse(sid)
+            plan = self._key_plans[sid] = (writer, converter(from_avro(json.loads(self._text(sid)))))
+        try:
+            datum = schemaless_reader(BytesIO(body), plan[0], None)
+            return plan[1](datum) if isinstance(datum, dict) else {"key": datum}
+        except DecodeError as exc:
+            raise DecodeError(f"key: {exc}") from None
+        except Exception as exc:
+            raise DecodeError(f"corrupt Avro key (schema id {sid}): {type(exc).__name__}: {exc}") from None
+
+
+def _split(data: bytes, what: str) -> tuple[int, memoryview | bytes]:
+    if len(data) < 5:
+        raise DecodeError(f"{what} too short for the Confluent wire format ({len(data)} bytes)")
+    magic, sid = _HEADER.unpack_from(data)
+    if magic != 0:
+        raise DecodeError(f"unknown magic byte 0x{magic & 0xFF:02x} in {what} (expected 0x00: Confluent wire format)")
+    return sid, data[5:]
+
+
+def _row_struct(envelope: ConnectField) -> ConnectField | None:
+    if envelope.type != "struct":
+        return None
+    for name in ("after", "before"):
+        f = envelope.child(name)
+        if f is not None and f.type == "struct":
+            return f
+    return None
+
+
+def _strip_logical(schema: Any) -> Any:
+    """Drop Avro logical types other than decimal (values stay raw ints; Connect semantics convert them)."""
+    if isinstance(schema, list):
+        return [_strip_logical(s) for s in schema]
+    if isinstance(schema, dict):
+        return {k: _strip_logical(v) for k, v in schema.items()
+                if not (k == "logicalType" and v not in _KEEP_LOGICAL)}
+    return schema
+
+
+__all__ = ["AvroDecoder", "RegistrySource", "SchemaNotFound", "SchemaSource", "StaticSource"]

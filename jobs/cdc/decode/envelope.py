@@ -1,0 +1,197 @@
+"""Debezium envelope → ``Event`` (pure; shared by the Avro and JSON decoders).
+
+``RowPlan`` converts one row image in place for a given (source row schema, bound columns) pair and detects
+unchanged-TOAST placeholders; decoders build one plan per source schema and reuse it for every record.
+``to_event`` classifies a decoded envelope (change / tombstone / message / transaction) and builds the ``Event``.
+
+Not supported in this version: records flattened by the ExtractNewRecordState (unwrap) SMT; they are rejected with a
+``DecodeError`` that says so.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from decimal import Decimal
+from typing import Any, Callable, Mapping, Sequence
+
+import pyarrow as pa
+
+from cdc.decode.model import CHANGE, CHANGE_OPS, MESSAGE, TOMBSTONE, TRANSACTION, Column, Event
+from cdc.errors import DecodeError
+from cdc.types import ConnectField, accepts, arrow_type, converter, fit_decimal, identity, to_bytes
+
+_UNWRAP_MARKERS = ("__op", "__deleted", "__table", "__source_ts_ms", "__lsn", "__db")
+
+# (column, converter or None, TOAST marker or None)
+Step = tuple[str, Callable[[Any], Any] | None, Any]
+
+
+class RowPlan:
+    """Converts row dicts of one source schema into Arrow-ready rows of the bound columns (in place)."""
+
+    def __init__(self, columns: Sequence[Column], steps: list[Step], extras: Sequence[str] = ()):
+        self.columns = list(columns)
+        self.names = frozenset(c.name for c in columns)
+        self.steps = steps
+        self.extras = tuple(extras)  # source fields that are not bound columns
+
+    def apply(self, row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+        unavailable: tuple[str, ...] = ()
+        for name, conv, marker in self.steps:
+            v = row.get(name)
+            if v is None:
+                continue
+            if marker is not None and v == marker:
+                row[name] = None
+                unavailable += (name,)
+            elif conv is not None:
+                try:
+                    row[name] = conv(v)
+                except DecodeError as exc:
+                    raise DecodeError(f"column {name!r}: {exc}") from None
+                except (ValueError, TypeError, KeyError, AttributeError, ArithmeticError) as exc:
+                    raise DecodeError(f"column {name!r}: cannot convert {type(v).__name__} value "
+                                      f"({type(exc).__name__}: {exc})") from None
+        for name in self.extras:
+            if row.pop(name, None) is not None:
+                raise DecodeError(f"field {name!r} is not a column of this batch (the source schema changed after "
+                                  "the batch schema was resolved); rerun the batch")
+        return row, unavailable
+
+
+def row_plan(columns: Sequence[Column], source: ConnectField | None, placeholder: str,
+             base64_bytes: bool = False, variable_scale: tuple[int, int] | None = None) -> RowPlan:
+    """Plan for rows described by ``source`` (a struct), or by the bound column types when ``source`` is None
+    (schemaless JSON: values are coerced from JSON types)."""
+    steps: list[Step] = []
+    by_name = {f.field_name: f for f in source.fields} if source is not None else {}
+    for col in columns:
+        f = by_name.pop(col.name, None)
+        if source is None:
+            steps.append((col.name, _coercer(col.arrow_type), _marker(col.arrow_type, placeholder, base64_bytes)))
+            continue
+        if f is None:
+            continue
+        kw = {"variable_scale": variable_scale} if variable_scale else {}
+        src_type = arrow_type(f, **kw)
+        if not accepts(col.arrow_type, src_type):
+            steps.append((col.name, _refuse(col, src_type), None))
+            continue
+        conv = converter(f, **kw)
+        marker = _marker(src_type, placeholder, base64_bytes) if f.name not in _NOT_TOASTABLE else None
+        if conv is not identity or marker is not None:
+            steps.append((col.name, None if conv is identity else conv, marker))
+    return RowPlan(columns, steps, [n for n in by_name if n])
+
+
+_NOT_TOASTABLE = {"org.apache.kafka.connect.data.Decimal", "io.debezium.data.VariableScaleDecimal"}
+
+
+def _marker(t: pa.DataType, placeholder: str, base64_bytes: bool) -> Any:
+    """The raw value Debezium sends for an unchanged TOASTed column of this type."""
+    raw = placeholder.encode()
+    as_bytes: Any = base64.b64encode(raw).decode() if base64_bytes else raw
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return placeholder
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return as_bytes
+    if pa.types.is_list(t):
+        inner = _marker(t.value_type, placeholder, base64_bytes)
+        return None if inner is None else [inner]
+    return None
+
+
+def _refuse(col: Column, src_type: pa.DataType) -> Callable[[Any], Any]:
+    def refuse(v: Any) -> Any:
+        raise DecodeError(f"{type(v).__name__} value of source type {src_type} does not fit the batch column type "
+                          f"{col.arrow_type}")
+    return refuse
+
+
+def _coercer(t: pa.DataType) -> Callable[[Any], Any] | None:
+    """Schemaless JSON value → Arrow-ready value of ``t`` (strict: wrong JSON types raise)."""
+    if pa.types.is_integer(t):
+        lo, hi = (-(2**31), 2**31 - 1) if t.bit_width <= 32 else (-(2**63), 2**63 - 1)
+        return lambda v: v if type(v) is int and lo <= v <= hi else _bad(v, t)
+    if pa.types.is_floating(t):
+        return lambda v: float(v) if type(v) in (int, float) else _bad(v, t)
+    if pa.types.is_boolean(t):
+        return lambda v: v if type(v) is bool else _bad(v, t)
+    if pa.types.is_string(t):
+        return lambda v: v if type(v) is str else json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+    if pa.types.is_binary(t):
+        return to_bytes
+    if pa.types.is_decimal(t):
+        return lambda v: (fit_decimal(Decimal(str(v)), t.precision, t.scale)
+                          if type(v) in (int, float, str) else _bad(v, t))
+    if pa.types.is_date32(t) or pa.types.is_timestamp(t):
+        return lambda v: v if type(v) is int else _bad(v, t)  # already days / µs (model conventions)
+    if pa.types.is_list(t):
+        inner = _coercer(t.value_type)
+        return lambda v: [None if x is None else inner(x) for x in v] if type(v) is list else _bad(v, t)
+    return lambda v: v if isinstance(v, (dict, list)) else _bad(v, t)
+
+
+def _bad(v: Any, t: pa.DataType) -> Any:
+    raise DecodeError(f"{type(v).__name__} value cannot be converted to {t}")
+
+
+def classify(value: Any) -> tuple[str, str | None]:
+    """(kind, op) of a decoded, non-null Debezium value; DecodeError if it is not a Debezium event."""
+    if not isinstance(value, dict):
+        raise DecodeError(f"not a Debezium change event: the value is a {type(value).__name__}, not an object")
+    op = value.get("op")
+    if not isinstance(value.get("source"), dict) or op is None:
+        if op is None and value.get("status") in ("BEGIN", "END") and "id" in value:
+            return TRANSACTION, None
+        found = [m for m in _UNWRAP_MARKERS if m in value]
+        if found:
+            raise DecodeError(f"record looks flattened by the ExtractNewRecordState (unwrap) SMT (field {found[0]!r}); "
+                              "unwrapped events are not supported in this version: remove the SMT from the connector")
+        if op is None:
+            raise DecodeError("not a Debezium change event: no 'op' field")
+        if op not in CHANGE_OPS and op != "m":
+            raise DecodeError(f"not a Debezium change event: unknown op {op!r}")
+        raise DecodeError("not a Debezium change event: no 'source' block")
+    if op == "m":
+        return MESSAGE, op
+    if op not in CHANGE_OPS:
+        raise DecodeError(f"not a Debezium change event: unknown op {op!r}")
+    return CHANGE, op
+
+
+def to_event(value: Any, key: dict[str, Any] | None, plan: RowPlan, schema_id: int | None = None) -> Event:
+    """Build the Event of one decoded value (``None`` = tombstone). Row images are converted with ``plan``."""
+    if value is None:
+        return Event(TOMBSTONE, key=key, schema_id=schema_id)
+    kind, op = classify(value)
+    if kind == TRANSACTION:
+        return Event(TRANSACTION, key=key, ts_ms=value.get("ts_ms"), schema_id=schema_id)
+    source: dict[str, Any] = value["source"]
+    ts_ms = value.get("ts_ms")
+    if kind == MESSAGE or op == "t":
+        return Event(kind, op=op, key=key, source=source, ts_ms=ts_ms, schema_id=schema_id)
+    unavailable: tuple[str, ...] = ()
+    if op == "d":
+        row = value.get("before")
+        if row is not None:
+            row, unavailable = plan.apply(row)
+        if key:
+            row = fill_key(row, key, plan.names)
+    else:
+        row = value.get("after")
+        if not isinstance(row, dict):
+            raise DecodeError(f"op {op!r} event without an 'after' row image")
+        row, unavailable = plan.apply(row)
+    return Event(CHANGE, op=op, row=row, key=key, source=source, ts_ms=ts_ms, unavailable=unavailable,
+                 schema_id=schema_id)
+
+
+def fill_key(row: dict[str, Any] | None, key: Mapping[str, Any], names: frozenset[str]) -> dict[str, Any]:
+    """Delete images: fill missing primary-key values from the (converted) message key."""
+    row = {} if row is None else row
+    for k, v in key.items():
+        if k in names and row.get(k) is None:
+            row[k] = v
+    return row

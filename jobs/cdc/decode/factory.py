@@ -1,0 +1,24 @@
+"""Pick the decoder for a pipeline's format."""
+
+from __future__ import annotations
+
+from cdc.config import PipelineConfig, TableConfig
+from cdc.decode import Decoder
+from cdc.decode.avro import AvroDecoder
+from cdc.decode.json import JsonDecoder
+from cdc.errors import ConfigError
+
+# schema_registry keys that configure this library, not confluent_kafka's SchemaRegistryClient.
+_STRATEGY_KEYS = ("subject.name.strategy", "subject_strategy")
+
+
+def make_decoder(cfg: PipelineConfig, table: TableConfig) -> Decoder:
+    """A decoder for one table's topic (unbound: call resolve_columns / bind on the driver)."""
+    if cfg.format == "json":
+        return JsonDecoder(table.topic, table.unavailable_value_placeholder)
+    if cfg.format == "avro":
+        conf = {k: v for k, v in cfg.schema_registry.items() if k not in _STRATEGY_KEYS}
+        strategy = next((str(cfg.schema_registry[k]) for k in _STRATEGY_KEYS if k in cfg.schema_registry), "topic")
+        strategy = {"TopicNameStrategy": "topic", "topic_subject_name_strategy": "topic"}.get(strategy, strategy)
+        return AvroDecoder(table.topic, conf, table.unavailable_value_placeholder, subject_strategy=strategy)
+    raise ConfigError(f"{cfg.source_path}: key 'format': unsupported format {cfg.format!r} (avro or json)")

@@ -1,0 +1,177 @@
+"""Decoder for Debezium JsonConverter output, with (``schemas.enable=true``) or without the schema envelope.
+
+With ``{"schema": ..., "payload": ...}`` the per-record Connect schema drives conversion (Decimal base64 → Decimal,
+dates, timestamps, ...). Payload-only records carry no types: columns are inferred from the samples (int → int64,
+float → float64, bool, str → string, object/array → string holding compact JSON) and values are coerced to the
+bound column types (a JSON type that does not fit raises ``DecodeError`` naming the column).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any, Sequence
+
+import pyarrow as pa
+
+from cdc.decode import Decoder, Sample
+from cdc.decode.envelope import RowPlan, row_plan, to_event
+from cdc.decode.model import TOMBSTONE, Column, Event
+from cdc.errors import DecodeError, SchemaEvolutionError
+from cdc.types import ConnectField, accepts, columns_of, converter, from_connect_json, merge_columns, widen
+
+_INFERRED = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string(),
+             dict: pa.string(), list: pa.string()}
+
+
+class JsonDecoder(Decoder):
+    def __init__(self, topic: str, placeholder: str):
+        self.topic = topic
+        self.placeholder = placeholder
+        self._columns: list[Column] | None = None
+        self._plans: list[tuple[Any, RowPlan]] = []  # (schema dict or None, plan); newest first, small
+        self._key_convs: list[tuple[Any, Any]] = []
+
+    # ------------------------------------------------------------------------------------------------- schema side
+
+    def resolve_columns(self, samples: Sequence[Sample], existing: Sequence[Column] = ()) -> list[Column]:
+        existing_types = {c.name: c for c in existing}
+        union: dict[str, Column] = {}
+        for _, value in samples:
+            for col in self._sample_columns(value, existing_types):
+                prev = union.get(col.name)
+                if prev is None:
+                    union[col.name] = col
+                    continue
+                try:  # same column in several samples: widen, or newest (later sample) wins
+                    t = widen(prev.arrow_type, col.arrow_type, col.name)
+                except SchemaEvolutionError:
+                    t = col.arrow_type
+                union[col.name] = Column(col.name, t, prev.nullable or col.nullable, col.logical or prev.logical)
+        return merge_columns(existing, list(union.values()))
+
+    def key_columns(self, samples: Sequence[Sample]) -> list[Column]:
+        for key, _ in reversed(list(samples)):
+            doc = _loads(key, "key") if key else None
+            if isinstance(doc, dict) and _has_schema(doc) and isinstance(doc["schema"], dict):
+                return columns_of(from_connect_json(doc["schema"]))
+            if isinstance(doc, dict):
+                payload = doc.get("payload") if _has_schema(doc) else doc
+                if isinstance(payload, dict):
+                    return [Column(k, _INFERRED.get(type(v), pa.string()), True) for k, v in payload.items()]
+        return []
+
+    def _sample_columns(self, value: bytes | None, existing: dict[str, Column]) -> list[Column]:
+        doc = _loads(value, "value") if value else None
+        if not isinstance(doc, dict):
+            return []
+        if _has_schema(doc):
+            struct = _row_struct(doc["schema"]) if isinstance(doc["schema"], dict) else None
+            if struct is not None:
+                return columns_of(struct)
+            doc = doc["payload"]
+            if not isinstance(doc, dict):
+                return []
+        row = doc.get("after") if doc.get("after") is not None else doc.get("before")
+        if not isinstance(row, dict):
+            return []
+        return [_infer(k, v, existing.get(k)) for k, v in row.items()]
+
+    def bind(self, columns: Sequence[Column]) -> "JsonDecoder":
+        bound = copy.copy(self)
+        bound._columns, bound._plans, bound._key_convs = list(columns), [], []
+        return bound
+
+    # ------------------------------------------------------------------------------------------------- record side
+
+    def decode(self, key: bytes | None, value: bytes | None) -> Event:
+        k = self._decode_key(key)
+        doc = _loads(value, "value") if value else None
+        if doc is None or (isinstance(doc, dict) and _has_schema(doc) and doc["payload"] is None):
+            return Event(TOMBSTONE, key=k)
+        schema = None
+        if isinstance(doc, dict) and _has_schema(doc):
+            schema, doc = doc["schema"], doc["payload"]
+        return to_event(doc, k, self._plan(schema))
+
+    def _plan(self, schema: Any) -> RowPlan:
+        for cached, plan in self._plans:
+            if cached is schema or cached == schema:
+                return plan
+        columns = self._columns if self._columns is not None else self._self_bind(schema)
+        struct = _row_struct(schema) if isinstance(schema, dict) else None
+        plan = row_plan(columns, struct, self.placeholder, base64_bytes=True)
+        self._plans.insert(0, (schema, plan))
+        del self._plans[8:]
+        return plan
+
+    def _self_bind(self, schema: Any) -> list[Column]:
+        # decode() before bind(): use the record's own schema (handy in tests and tools).
+        struct = _row_struct(schema) if isinstance(schema, dict) else None
+        return columns_of(struct) if struct is not None else []
+
+    def _decode_key(self, key: bytes | None) -> dict[str, Any] | None:
+        if not key:
+            return None
+        doc = _loads(key, "key")
+        schema = None
+        if isinstance(doc, dict) and _has_schema(doc):
+            schema, doc = doc["schema"], doc["payload"]
+        if doc is None:
+            return None
+        if not isinstance(doc, dict):
+            raise DecodeError(f"key is a JSON {type(doc).__name__}, not an object")
+        if not isinstance(schema, dict):
+            return doc
+        for cached, conv in self._key_convs:
+            if cached == schema:
+                break
+        else:
+            conv = converter(from_connect_json(schema))
+            self._key_convs.insert(0, (schema, conv))
+            del self._key_convs[4:]
+        try:
+            return conv(doc)
+        except DecodeError as exc:
+            raise DecodeError(f"key: {exc}") from None
+        except (ValueError, TypeError, KeyError) as exc:
+            raise DecodeError(f"key cannot be converted ({type(exc).__name__}: {exc})") from None
+
+
+def _loads(data: bytes | None, what: str) -> Any:
+    try:
+        return json.loads(data) if data else None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise DecodeError(f"{what} is not valid JSON: {exc}") from None
+
+
+def _has_schema(doc: dict[str, Any]) -> bool:
+    return "payload" in doc and "schema" in doc and len(doc) == 2
+
+
+def _row_struct(schema: dict[str, Any]) -> ConnectField | None:
+    """The Connect struct of the envelope's after (or before) image, None if the schema has neither."""
+    if schema.get("type") != "struct":
+        return None
+    for f in schema.get("fields") or ():
+        if f.get("field") in ("after", "before") and f.get("type") == "struct":
+            return from_connect_json(f, f["field"])
+    return None
+
+
+def _infer(name: str, v: Any, existing: Column | None) -> Column:
+    """Schemaless sample value → column; an existing column's type wins whenever the value fits it."""
+    if v is None:
+        return existing or Column(name, pa.string(), True)
+    t = _INFERRED.get(type(v), pa.string())
+    if existing is not None:
+        et = existing.arrow_type
+        if accepts(et, t):
+            return existing
+        if type(v) is int and (pa.types.is_floating(et) or pa.types.is_decimal(et)
+                               or et == pa.int32() and -(2**31) <= v < 2**31):
+            return existing
+    return Column(name, t, True)
+
+
+__all__ = ["JsonDecoder"]

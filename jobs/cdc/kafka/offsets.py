@@ -1,0 +1,118 @@
+"""Partition metadata and watermarks, with plain confluent-kafka (no Spark): used by the planner and by Airflow.
+
+Why not just ``Consumer.get_watermark_offsets(cached=False)``? It sends ListOffsets(latest). Real Kafka answers it
+correctly, but some Kafka-protocol brokers (e.g. the embedded test broker) answer with the base offset of the last
+record batch + 1 when that batch holds several records. The high watermark in a *fetch* response is right everywhere,
+so we probe: seek to the ListOffsets answer and fetch until end-of-partition; the EOF event carries the true end. On
+real Kafka the seek lands exactly at the end and the probe costs one empty fetch. With ``isolation.level`` =
+read_committed (librdkafka's default) the end is the last stable offset, so open transactions are never read.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping
+
+from cdc.errors import KafkaUnavailable, TopicNotFound
+
+_CONSUMER_DEFAULTS = {
+    "enable.auto.commit": False,
+    "enable.partition.eof": True,
+    "auto.offset.reset": "latest",
+    "fetch.wait.max.ms": 50,
+    "socket.connection.setup.timeout.ms": 10_000,
+}
+
+
+def consumer_conf(kafka_conf: Mapping[str, Any], group: str = "cdc-iceberg") -> dict[str, Any]:
+    """librdkafka consumer properties: ours first, the user's override (SASL/SSL etc. pass through)."""
+    conf: dict[str, Any] = {"group.id": group, **_CONSUMER_DEFAULTS}
+    conf.update(kafka_conf)
+    conf["enable.auto.commit"] = False  # offsets live in the ledger, never in Kafka
+    conf["enable.partition.eof"] = True
+    return conf
+
+
+def new_consumer(kafka_conf: Mapping[str, Any], **overrides: Any) -> Any:
+    from confluent_kafka import Consumer
+
+    conf = consumer_conf(kafka_conf)
+    conf.update(overrides)
+    return Consumer(conf)
+
+
+def partitions(consumer: Any, topic: str, timeout: float = 10.0) -> list[int]:
+    """Partition ids of ``topic``; ``TopicNotFound`` / ``KafkaUnavailable`` with a clear message."""
+    try:
+        md = consumer.list_topics(topic, timeout=timeout)
+    except Exception as exc:  # KafkaException: broker transport failure
+        raise KafkaUnavailable(f"topic {topic}: cannot reach Kafka to read metadata ({exc}); check "
+                               "kafka.bootstrap.servers and that the broker is up, then rerun") from None
+    t = md.topics.get(topic)
+    if t is None or t.error is not None and t.error.code() in (3,):  # UNKNOWN_TOPIC_OR_PART
+        raise TopicNotFound(f"topic {topic} does not exist on {md.orig_broker_name or 'the broker'}; check the "
+                            "table's topic in the pipeline YAML and the Debezium connector")
+    if t.error is not None:
+        raise KafkaUnavailable(f"topic {topic}: metadata error {t.error}")
+    return sorted(t.partitions)
+
+
+def watermarks(consumer: Any, topic: str, parts: list[int], timeout: float = 10.0) -> dict[int, tuple[int, int]]:
+    """``{partition: (low, high)}`` with the high watermark confirmed by a fetch (see module doc)."""
+    from confluent_kafka import KafkaError, TopicPartition
+
+    queried: dict[int, tuple[int, int]] = {}
+    try:
+        for p in parts:
+            queried[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)
+    except Exception as exc:
+        raise KafkaUnavailable(f"topic {topic}: cannot list offsets ({exc}); rerun when the broker is reachable") \
+            from None
+    if not parts:
+        return {}
+    consumer.assign([TopicPartition(topic, p, max(hi, lo)) for p, (lo, hi) in queried.items()])
+    ends: dict[int, int] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while len(ends) < len(parts):
+            if time.monotonic() > deadline:
+                missing = sorted(set(parts) - set(ends))
+                raise KafkaUnavailable(f"topic {topic}: no end-of-partition from partitions {missing} within "
+                                       f"{timeout:.0f}s; rerun when the broker is healthy")
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is None:
+                continue  # a record at/after the listed end: keep reading to the real end
+            if err.code() == KafkaError._PARTITION_EOF:
+                ends[msg.partition()] = msg.offset()
+            elif err.code() in (KafkaError.OFFSET_OUT_OF_RANGE,):
+                continue  # auto.offset.reset=latest repositions us
+            elif not err.retriable():
+                raise KafkaUnavailable(f"topic {topic} partition {msg.partition()}: {err.str()}")
+    finally:
+        consumer.unassign()
+    return {p: (max(queried[p][0], 0), ends[p]) for p in parts}
+
+
+def high_watermarks(kafka_conf: Mapping[str, Any], topic: str, timeout: float = 10.0) -> dict[int, int]:
+    """``{partition: high watermark}`` for ``topic`` (the offset the next record will get)."""
+    consumer = new_consumer(kafka_conf)
+    try:
+        wm = watermarks(consumer, topic, partitions(consumer, topic, timeout), timeout)
+        return {p: hi for p, (_, hi) in wm.items()}
+    finally:
+        consumer.close()
+
+
+def offsets_for_time(consumer: Any, topic: str, parts: list[int], ts_ms: int,
+                     timeout: float = 10.0) -> dict[int, int | None]:
+    """First offset with record timestamp >= ``ts_ms`` per partition (None: no such record yet)."""
+    from confluent_kafka import TopicPartition
+
+    try:
+        found = consumer.offsets_for_times([TopicPartition(topic, p, ts_ms) for p in parts], timeout=timeout)
+    except Exception as exc:
+        raise KafkaUnavailable(f"topic {topic}: offsets_for_times failed ({exc})") from None
+    return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in found}

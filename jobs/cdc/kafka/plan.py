@@ -1,0 +1,130 @@
+"""Offset ranges of a batch: where each partition starts and ends, split into chunks for Spark tasks.
+
+Incremental: start = end of the last committed incremental batch (or the low watermark for a new table), end = the
+high watermark (see ``cdc.kafka.offsets``) capped at ``max_records_per_partition``. Backfill: explicit start/end
+offsets or timestamps per partition. The planner also reads a few of the newest records of each range as *samples*:
+they carry the newest embedded schema (JSON) and the connector name (for ``ordering: auto``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from cdc.errors import TerminalError
+from cdc.kafka.offsets import new_consumer, offsets_for_time, partitions, watermarks
+from cdc.kafka.read import Chunk
+
+SAMPLE_WINDOWS = (5, 200, 2000)
+
+
+@dataclass(frozen=True)
+class PartitionRange:
+    partition: int
+    start: int
+    end: int  # exclusive
+
+    @property
+    def size(self) -> int:
+        return max(0, self.end - self.start)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Explicit backfill bounds for one topic: per-partition offsets and/or timestamps (epoch ms)."""
+
+    start_offsets: Mapping[int, int] = field(default_factory=dict)
+    end_offsets: Mapping[int, int] = field(default_factory=dict)
+    start_ts_ms: int | None = None
+    end_ts_ms: int | None = None
+
+
+def cap_ranges(starts: Mapping[int, int], ends: Mapping[int, int], max_records: int) -> list[PartitionRange]:
+    """Pure: ``[start, min(end, start + max_records))`` per partition."""
+    return [PartitionRange(p, starts[p], max(starts[p], min(ends[p], starts[p] + max_records)))
+            for p in sorted(ends)]
+
+
+def split_chunks(topic: str, ranges: list[PartitionRange], chunk_size: int) -> list[Chunk]:
+    """Pure: split ranges into chunks of at most ``chunk_size`` offsets (one Spark task each)."""
+    out = []
+    for r in ranges:
+        s = r.start
+        while s < r.end:
+            out.append(Chunk(topic, r.partition, s, min(r.end, s + chunk_size)))
+            s += chunk_size
+    return out
+
+
+def plan_incremental(kafka_conf: Mapping[str, Any], table: str, topic: str, committed: Mapping[int, int],
+                     max_records: int, timeout: float = 10.0) -> list[PartitionRange]:
+    consumer = new_consumer(kafka_conf)
+    try:
+        wm = watermarks(consumer, topic, partitions(consumer, topic, timeout), timeout)
+    finally:
+        consumer.close()
+    starts = {}
+    for p, (low, high) in wm.items():
+        start = committed.get(p, low)
+        if start < low:
+            raise TerminalError(
+                f"table {table}: topic {topic} partition {p}: offsets {start}..{low - 1} were deleted by retention "
+                "before they were ingested, so changes are missing. Re-snapshot the source table (Debezium "
+                "incremental snapshot) and run a backfill from the low watermark")
+        starts[p] = min(start, high)
+    return cap_ranges(starts, {p: hi for p, (_, hi) in wm.items()}, max_records)
+
+
+def plan_backfill(kafka_conf: Mapping[str, Any], topic: str, bounds: Bounds, timeout: float = 10.0
+                  ) -> list[PartitionRange]:
+    """Full backfill range per partition (the caller cuts it into batches with ``cap_ranges``)."""
+    consumer = new_consumer(kafka_conf)
+    try:
+        parts = partitions(consumer, topic, timeout)
+        wm = watermarks(consumer, topic, parts, timeout)
+        starts = {p: wm[p][0] for p in parts}
+        ends = {p: wm[p][1] for p in parts}
+        if bounds.start_ts_ms is not None:
+            for p, off in offsets_for_time(consumer, topic, parts, bounds.start_ts_ms, timeout).items():
+                starts[p] = ends[p] if off is None else off
+        if bounds.end_ts_ms is not None:
+            for p, off in offsets_for_time(consumer, topic, parts, bounds.end_ts_ms, timeout).items():
+                ends[p] = ends[p] if off is None else off
+        starts.update({p: o for p, o in bounds.start_offsets.items() if p in starts})
+        ends.update({p: o for p, o in bounds.end_offsets.items() if p in ends})
+    finally:
+        consumer.close()
+    out = []
+    for p in parts:
+        lo, hi = wm[p]
+        s, e = max(starts[p], lo), min(ends[p], hi)
+        out.append(PartitionRange(p, s, max(s, e)))
+    return out
+
+
+def read_samples(kafka_conf: Mapping[str, Any], topic: str, ranges: list[PartitionRange],
+                 want: int = 1, timeout: float = 10.0) -> list[tuple[bytes | None, bytes | None]]:
+    """Newest records with a value (newest last) from each non-empty range, looking back further as needed."""
+    from confluent_kafka import TopicPartition
+
+    from cdc.kafka.read import read_raw
+
+    samples: list[tuple[bytes | None, bytes | None]] = []
+    consumer = new_consumer(kafka_conf, **{"auto.offset.reset": "earliest"})
+    try:
+        for r in ranges:
+            if r.size == 0:
+                continue
+            found: list[tuple[bytes | None, bytes | None]] = []
+            # Newest first (they carry the newest schema); as a last resort the oldest records of the range.
+            windows = [(max(r.start, r.end - w), r.end) for w in SAMPLE_WINDOWS]
+            windows.append((r.start, min(r.end, r.start + SAMPLE_WINDOWS[-1])))
+            for start, end in windows:
+                recs = read_raw(consumer, TopicPartition(topic, r.partition, start), end, timeout)
+                found = [(k, v) for k, v in recs if v is not None]
+                if found or start == r.start:
+                    break
+            samples.extend(found[-want:])
+    finally:
+        consumer.close()
+    return samples

@@ -1,0 +1,229 @@
+"""Spark tasks that read one offset chunk each and yield staging rows as Arrow record batches.
+
+A chunk is ``[start, end)`` of one partition. The task assigns the partition at ``start`` (no consumer group, no
+Kafka commits) and stops exactly at ``end``: at the first record with offset >= end - 1, or at end-of-partition
+past ``end`` (offsets may be missing inside the range: compaction, transaction markers). Memory is bounded by
+``ROWS_PER_BATCH`` rows per yielded batch, not by the range.
+
+Every record becomes one staging row: change events with their decoded row image, skipped kinds (tombstones,
+op ``m``, transaction markers) with only metadata, and undecodable records as ``__kind = 'error'`` with raw bytes and
+the reason (dead letters). With ``on_bad_record: fail`` a bad record fails the task with ``BadRecordError`` instead.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Sequence
+
+import pyarrow as pa
+
+from cdc.decode import Decoder
+from cdc.decode.model import CHANGE, Column
+from cdc.errors import BadRecordError, CdcError, DecodeError, KafkaUnavailable, OrderingError
+from cdc.ordering import Ordering
+from cdc.tables import arrow_schema
+
+ROWS_PER_BATCH = 10_000
+CONSUME_BATCH = 5_000
+
+
+@dataclass(frozen=True)
+class Chunk:
+    topic: str
+    partition: int
+    start: int
+    end: int  # exclusive
+
+
+@dataclass(frozen=True)
+class ReadSpec:
+    """Everything a task needs; pickled into the Spark closure (no sockets inside)."""
+
+    table: str
+    kafka_conf: dict[str, Any]
+    decoder: Decoder
+    ordering: Ordering
+    key: tuple[str, ...]
+    row_columns: tuple[Column, ...]
+    staging_columns: tuple[Column, ...]
+    batch_id: int
+    on_bad_record: str = "dead_letter"
+    timeout_seconds: float = 60.0
+
+
+class _Rows:
+    """Column buffers for one Arrow batch of staging rows."""
+
+    def __init__(self, spec: ReadSpec):
+        self.spec = spec
+        self.schema = arrow_schema(spec.staging_columns)
+        self.names = [c.name for c in spec.staging_columns]
+        self.row_names = [c.name for c in spec.row_columns]
+        self.reset()
+
+    def reset(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, values: dict[str, Any]) -> None:
+        self.rows.append(values)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def to_batch(self) -> pa.RecordBatch:
+        """Build the batch; rows whose values do not fit the column types become error rows (found row by row)."""
+        try:
+            return self._build(self.rows)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            fixed = [self._check(r) for r in self.rows]
+            return self._build(fixed)
+
+    def _build(self, rows: Sequence[dict[str, Any]]) -> pa.RecordBatch:
+        arrays = [pa.array([r.get(f.name) for r in rows], type=f.type) for f in self.schema]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def _check(self, row: dict[str, Any]) -> dict[str, Any]:
+        for f in self.schema:
+            try:
+                pa.array([row.get(f.name)], type=f.type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
+                reason = f"column {f.name}: value {row.get(f.name)!r:.80} does not fit type {f.type} ({exc})"
+                return _error_row(self.spec, row, "TypeMismatch", reason)
+        return row
+
+
+def _error_row(spec: ReadSpec, row: dict[str, Any], error_class: str, reason: str) -> dict[str, Any]:
+    if spec.on_bad_record == "fail":
+        raise BadRecordError(
+            f"table {spec.table}: topic {row['__topic']} partition {row['__partition']} offset {row['__offset']}: "
+            f"{reason}. Fix the producer/schema, or set on_bad_record: dead_letter for this table to divert bad "
+            "records to the dead-letter table and continue")
+    keep = {k: row[k] for k in ("batch_id", "__topic", "__partition", "__offset", "__kafka_ts_ms",
+                                "__raw_key", "__raw_value")}
+    return {**keep, "__kind": "error", "__error_class": error_class, "__error": reason[:2000]}
+
+
+def stage_record(spec: ReadSpec, topic: str, partition: int, offset: int, ts_ms: int | None,
+                 key: bytes | None, value: bytes | None) -> dict[str, Any]:
+    """One Kafka record → one staging row (pure apart from the decoder's cached registry lookups)."""
+    base = {"batch_id": spec.batch_id, "__topic": topic, "__partition": partition, "__offset": offset,
+            "__kafka_ts_ms": ts_ms, "__raw_key": key, "__raw_value": value}
+    try:
+        ev = spec.decoder.decode(key, value)
+        if ev.kind != CHANGE:
+            return {**base, "__kind": ev.kind, "__op": ev.op, "__raw_key": None, "__raw_value": None}
+        row: dict[str, Any] = {**base, "__kind": CHANGE, "__op": ev.op, "__source_ts_ms": ev.source.get("ts_ms"),
+                               "__ts_ms": ev.ts_ms, "__unavailable": list(ev.unavailable) or None,
+                               "__raw_key": None, "__raw_value": None}
+        row.update(zip(spec.ordering.columns, spec.ordering.values(ev.source, ev.ts_ms)))
+        if ev.op != "t":
+            image = ev.row or {}
+            keyvals = ev.key or {}
+            for c in spec.row_columns:
+                row[c.name] = image.get(c.name)
+            for k in spec.key:
+                if row.get(k) is None:
+                    row[k] = keyvals.get(k)
+                if row.get(k) is None:
+                    raise DecodeError(f"key field {k!r} is missing or null in the {ev.op!r} event (and in the "
+                                      "message key); check primary_key in the pipeline YAML")
+        return row
+    except (DecodeError, OrderingError) as exc:
+        return _error_row(spec, base, type(exc).__name__, str(exc))
+
+
+def read_chunk(spec: ReadSpec, chunk: Chunk, consumer: Any | None = None) -> Iterator[pa.RecordBatch]:
+    """Read ``[chunk.start, chunk.end)`` and yield staging rows in Arrow batches."""
+    from confluent_kafka import KafkaError, TopicPartition
+
+    from cdc.kafka.offsets import new_consumer
+
+    if chunk.end <= chunk.start:
+        return
+    own = consumer is None
+    consumer = consumer or new_consumer(spec.kafka_conf, **{"auto.offset.reset": "error"})
+    rows = _Rows(spec)
+    where = f"table {spec.table}: topic {chunk.topic} partition {chunk.partition}"
+    try:
+        consumer.assign([TopicPartition(chunk.topic, chunk.partition, chunk.start)])
+        position, last_progress, done = chunk.start, time.monotonic(), False
+        while not done:
+            msgs = consumer.consume(CONSUME_BATCH, 0.5)
+            if not msgs and time.monotonic() - last_progress > spec.timeout_seconds:
+                raise KafkaUnavailable(f"{where}: no records between offset {position} and {chunk.end} for "
+                                       f"{spec.timeout_seconds:.0f}s (broker down or records deleted by retention?)"
+                                       "; rerun when the broker is healthy")
+            for msg in msgs:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if msg.offset() >= chunk.end:
+                            done = True
+                            break
+                        continue
+                    if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                        raise KafkaUnavailable(f"{where}: offset {position} is out of range (deleted by retention?)"
+                                               "; the range can no longer be read")
+                    raise KafkaUnavailable(f"{where} offset {position}: {err.str()}")
+                off = msg.offset()
+                if off >= chunk.end:
+                    done = True
+                    break
+                last_progress, position = time.monotonic(), off + 1
+                ts_type, ts = msg.timestamp()
+                rows.add(stage_record(spec, chunk.topic, chunk.partition, off, ts if ts_type else None,
+                                      msg.key(), msg.value()))
+                if len(rows) >= ROWS_PER_BATCH:
+                    yield rows.to_batch()
+                    rows.reset()
+                if off >= chunk.end - 1:
+                    done = True
+                    break
+        if len(rows):
+            yield rows.to_batch()
+    finally:
+        if own:
+            consumer.close()
+
+
+def map_chunks(spec: ReadSpec):  # type: ignore[no-untyped-def]
+    """The function for ``DataFrame.mapInArrow``: input rows are chunks (topic, partition, start, end)."""
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            for c in b.to_pylist():
+                try:
+                    yield from read_chunk(spec, Chunk(c["topic"], c["partition"], c["start"], c["end"]))
+                except CdcError as exc:  # re-raised in the driver by class name; see cdc.run.unwrap_task_error
+                    raise RuntimeError(f"[cdc:{type(exc).__name__}] {exc}") from None
+
+    return run
+
+
+def read_raw(consumer: Any, tp: Any, end: int, timeout: float) -> list[tuple[bytes | None, bytes | None]]:
+    """``(key, value)`` of the records of one partition from ``tp.offset`` up to ``end`` (small ranges only)."""
+    from confluent_kafka import KafkaError
+
+    out: list[tuple[bytes | None, bytes | None]] = []
+    if end <= tp.offset:
+        return out
+    consumer.assign([tp])
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.2):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        return out
+                    raise KafkaUnavailable(f"topic {tp.topic} partition {tp.partition}: {err.str()}")
+                if msg.offset() >= end:
+                    return out
+                out.append((msg.key(), msg.value()))
+                if msg.offset() >= end - 1:
+                    return out
+        raise KafkaUnavailable(f"topic {tp.topic} partition {tp.partition}: reading samples from offset "
+                               f"{tp.offset} timed out after {timeout:.0f}s")
+    finally:
+        consumer.unassign()

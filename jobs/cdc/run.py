@@ -1,0 +1,248 @@
+"""One micro-batch per table: plan → read & stage → merge → ledger. The front door is ``run_batch``.
+
+Each phase is timed; an error names the phase, the table and (where known) topic/partition/offset. A batch left
+``staged`` by a run that died is re-merged first (no Kafka read), then a new batch is planned.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+from cdc import errors
+from cdc.apply import apply_batch
+from cdc.config import PipelineConfig, TableConfig
+from cdc.decode.model import Column
+from cdc.errors import CdcError, ConfigError
+from cdc.kafka.plan import Bounds, PartitionRange, cap_ranges, plan_backfill, plan_incremental, read_samples, \
+    split_chunks
+from cdc.kafka.read import ReadSpec
+from cdc.ledger import Ledger, LedgerRange, PendingBatch
+from cdc.ordering import Ordering, from_columns, resolve
+from cdc.stage import check_dead_letter_ratio, count, record_dead_letters, stage, staged_key_and_ordering
+from cdc.tables import TableNames, ensure_meta_tables, existing_columns, names, staging_columns, target_meta
+
+_TASK_ERROR = re.compile(r"\[cdc:(\w+)\] (.+)")
+META_NAMES = {c.name for c in target_meta(("__lsn", "__binlog_file_seq", "__binlog_pos", "__binlog_row"), True)}
+
+
+@dataclass
+class TableResult:
+    table: str
+    topic: str
+    status: str = "empty"  # committed | empty | dry_run
+    mode: str = "incremental"
+    batch_id: int | None = None
+    ranges: list[dict[str, int]] = field(default_factory=list)
+    events_read: int = 0
+    events_skipped: int = 0
+    dead_letters: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    snapshot_id: int | None = None
+    recovered_batch_id: int | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def add(self, other: "TableResult") -> None:
+        for k in ("events_read", "events_skipped", "dead_letters", "inserted", "updated", "deleted"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+        for k, v in other.seconds.items():
+            self.seconds[k] = round(self.seconds.get(k, 0.0) + v, 3)
+
+
+@contextmanager
+def phase(result: TableResult, name: str) -> Iterator[None]:
+    t0 = time.monotonic()
+    try:
+        yield
+    except CdcError:
+        raise
+    except Exception as exc:  # Spark/Py4J errors: unwrap ours from task tracebacks, else name the phase
+        raise unwrap_task_error(exc, f"table {result.table}: {name} failed") from exc
+    finally:
+        result.seconds[name] = round(result.seconds.get(name, 0.0) + time.monotonic() - t0, 3)
+
+
+def unwrap_task_error(exc: BaseException, context: str) -> CdcError:
+    """Spark wraps errors raised in Python tasks; recover our error class and message from the text."""
+    text = str(exc)
+    m = None
+    for m in _TASK_ERROR.finditer(text):
+        pass
+    if m:
+        cls = getattr(errors, m.group(1), CdcError)
+        return cls(m.group(2).strip())
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
+    return errors.CatalogError(f"{context}: {first[:500]}") if "iceberg" in text.lower() or "Path" in text \
+        else CdcError(f"{context}: {first[:500]}")
+
+
+def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: str = "incremental",
+              dry_run: bool = False, bounds: Mapping[str, Bounds] | None = None) -> dict[str, Any]:
+    """Run one batch for each table (backfill: batches until the requested range is done); return the summary."""
+    ensure_meta_tables(spark, cfg)
+    ledger = Ledger(spark, f"{cfg.catalog.name}.{cfg.metadata_namespace}.ledger", cfg.pipeline)
+    out = []
+    for t in tables:
+        runner = TableRun(spark, cfg, t, ledger)
+        if mode == "backfill":
+            result = runner.backfill((bounds or {}).get(t.topic, Bounds()), dry_run)
+        else:
+            result = runner.incremental(dry_run)
+        out.append(result.__dict__)
+    return {"pipeline": cfg.pipeline, "mode": mode, "tables": out}
+
+
+class TableRun:
+    def __init__(self, spark: Any, cfg: PipelineConfig, table: TableConfig, ledger: Ledger):
+        self.spark, self.cfg, self.t, self.ledger = spark, cfg, table, ledger
+        self.names: TableNames = names(cfg, table)
+
+    def incremental(self, dry_run: bool) -> TableResult:
+        result = TableResult(self.t.target, self.t.topic)
+        if not dry_run:
+            self.recover(result)
+        with phase(result, "plan"):
+            committed = self.ledger.committed_offsets(self.t.target, self.t.topic)
+            ranges = plan_incremental(self.cfg.kafka, self.t.target, self.t.topic, committed,
+                                      self.cfg.batch.max_records_per_partition, self.cfg.batch.read_timeout_seconds)
+        self.run_ranges(result, ranges, "incremental", dry_run)
+        return result
+
+    def backfill(self, bounds: Bounds, dry_run: bool) -> TableResult:
+        total = TableResult(self.t.target, self.t.topic, mode="backfill")
+        if not dry_run:
+            self.recover(total)
+        with phase(total, "plan"):
+            full = plan_backfill(self.cfg.kafka, self.t.topic, bounds, self.cfg.batch.read_timeout_seconds)
+        starts = {r.partition: r.start for r in full}
+        ends = {r.partition: r.end for r in full}
+        total.ranges = [{"partition": r.partition, "start": r.start, "end": r.end} for r in full]
+        while True:
+            ranges = cap_ranges(starts, ends, self.cfg.batch.max_records_per_partition)
+            if not any(r.size for r in ranges):
+                break
+            part = TableResult(self.t.target, self.t.topic, mode="backfill")
+            self.run_ranges(part, ranges, "backfill", dry_run)
+            total.add(part)
+            total.status, total.batch_id, total.snapshot_id = part.status, part.batch_id, part.snapshot_id
+            if dry_run:
+                break
+            starts = {r.partition: r.end for r in ranges}
+        return total
+
+    def recover(self, result: TableResult) -> None:
+        pending = self.ledger.pending(self.t.target)
+        if pending is None:
+            return
+        with phase(result, "recover"):
+            key, (kind, paths) = staged_key_and_ordering(self.spark, self.names.staging)
+            ordering = Ordering(kind, paths)
+            row_cols = self.row_columns_of_staging(ordering)
+            self.merge_and_commit(result, pending.batch_id, row_cols, key, ordering)
+        result.recovered_batch_id = pending.batch_id
+
+    def row_columns_of_staging(self, ordering: Ordering) -> list[Column]:
+        fixed = {c.name for c in staging_columns([], ordering.columns)}
+        return [c for c in existing_columns(self.spark, self.names.staging) if c.name not in fixed]
+
+    def run_ranges(self, result: TableResult, ranges: list[PartitionRange], mode: str, dry_run: bool) -> None:
+        result.ranges = [{"partition": r.partition, "start": r.start, "end": r.end} for r in ranges]
+        if not any(r.size for r in ranges):
+            result.status = "empty"
+            return
+        with phase(result, "plan"):
+            row_cols, key, ordering, decoder = self.batch_schema(ranges)
+            batch_id = self.ledger.next_batch_id(self.t.target)
+        result.batch_id = batch_id
+        if dry_run:
+            result.status = "dry_run"
+            result.events_read = sum(r.size for r in ranges)
+            return
+        spec = ReadSpec(
+            table=self.t.target, kafka_conf=dict(self.cfg.kafka), decoder=decoder.bind(row_cols), ordering=ordering,
+            key=tuple(key), row_columns=tuple(row_cols),
+            staging_columns=tuple(staging_columns(row_cols, ordering.columns)), batch_id=batch_id,
+            on_bad_record=self.t.on_bad_record, timeout_seconds=self.cfg.batch.read_timeout_seconds)
+        with phase(result, "read_stage"):
+            stage(self.spark, spec, split_chunks(self.t.topic, ranges, self.cfg.batch.chunk_size), self.names)
+            counts = count(self.spark, self.names.staging, batch_id)
+            record_dead_letters(self.spark, self.names, self.cfg.pipeline, self.t.target, batch_id)
+            check_dead_letter_ratio(self.t.target, counts, self.t.max_dead_letter_ratio, self.names.dead_letters,
+                                    batch_id)
+        from cdc.apply import batch_truncate
+
+        with phase(result, "ledger"):
+            own = batch_truncate(self.spark, self.names.staging, batch_id, ordering.columns)
+            self.ledger.record_staged(self.t.target, batch_id, mode, [
+                LedgerRange(self.t.topic, r.partition, r.start, r.end, *(
+                    (counts[r.partition].events_read, counts[r.partition].events_skipped,
+                     counts[r.partition].dead_letters) if r.partition in counts else (0, 0, 0)))
+                for r in ranges], own)
+        result.events_read = sum(c.events_read for c in counts.values())
+        result.events_skipped = sum(c.events_skipped for c in counts.values())
+        result.dead_letters = sum(c.dead_letters for c in counts.values())
+        self.merge_and_commit(result, batch_id, row_cols, key, ordering)
+
+    def merge_and_commit(self, result: TableResult, batch_id: int, row_cols: list[Column], key: tuple[str, ...],
+                         ordering: Ordering) -> None:
+        with phase(result, "merge"):
+            previous = self.ledger.barrier(self.t.target, batch_id)
+            applied = apply_batch(self.spark, self.names, batch_id, row_cols, key, ordering.columns,
+                                  self.t.delete_mode, previous)
+        with phase(result, "commit"):
+            counts = {"inserted": applied.inserted, "updated": applied.updated, "deleted": applied.deleted}
+            self.ledger.mark_committed(self.t.target, batch_id, counts, applied.snapshot_id, applied.barrier,
+                                       result.seconds)
+        result.inserted += applied.inserted
+        result.updated += applied.updated
+        result.deleted += applied.deleted
+        result.snapshot_id = applied.snapshot_id
+        result.status = "committed"
+
+    def batch_schema(self, ranges: list[PartitionRange]) -> tuple[list[Column], tuple[str, ...], Ordering, Any]:
+        """Row columns, key, ordering and decoder for a new batch (from samples, the registry and the table)."""
+        from cdc.decode.factory import make_decoder
+
+        decoder = make_decoder(self.cfg, self.t)
+        samples = read_samples(self.cfg.kafka, self.t.topic, ranges, timeout=self.cfg.batch.read_timeout_seconds)
+        target_cols = existing_columns(self.spark, self.names.target)
+        existing = [c for c in target_cols if c.name not in META_NAMES]
+        cols = list(decoder.resolve_columns(samples, existing))
+        if existing and not self.t.allow_field_addition:
+            have = {c.name for c in existing}
+            cols = [c for c in cols if c.name in have]
+        key = self.t.primary_key or tuple(c.name for c in decoder.key_columns(samples))
+        missing = [k for k in key if k not in {c.name for c in cols}]
+        if not key or missing:
+            raise ConfigError(
+                f"{self.cfg.source_path}: table {self.t.target}: primary key {list(key)} "
+                f"{'is empty' if not key else f'has columns {missing} that are not in the row'}; set primary_key "
+                "for this table in the pipeline YAML")
+        ordering = self.ordering(decoder.bind(cols), samples, [c.name for c in target_cols])
+        return cols, tuple(key), ordering, decoder
+
+    def ordering(self, decoder: Any, samples: list[tuple[bytes | None, bytes | None]],
+                 target_names: list[str]) -> Ordering:
+        if self.t.ordering != "auto":
+            return resolve(self.t.ordering, None, self.t.target)
+        known = from_columns(target_names)
+        if known:
+            return known
+        connector = None
+        for k, v in reversed(samples):
+            try:
+                ev = decoder.decode(k, v)
+            except CdcError:
+                continue
+            if ev.kind == "change":
+                connector = ev.source.get("connector")
+                break
+        return resolve("auto", connector, self.t.target)
+
+
+__all__ = ["run_batch", "PendingBatch", "TableResult"]

@@ -1,0 +1,87 @@
+"""Read a batch's chunks from Kafka in parallel Spark tasks into the staging table; count; divert dead letters.
+
+The staging table keeps exactly what the batch read (one row per Kafka record), partitioned by ``batch_id``, so a
+batch can be re-merged without Kafka and audited afterwards. Re-staging a batch overwrites its partition.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+from cdc.errors import DeadLetterRatioExceeded
+from cdc.kafka.read import Chunk, ReadSpec, map_chunks
+from cdc.merge import lit, q
+from cdc.tables import TableNames, ensure_staging, spark_schema
+
+SKIPPED = ("tombstone", "message", "tx")
+
+
+@dataclass(frozen=True)
+class PartitionCounts:
+    partition: int
+    events_read: int
+    events_skipped: int
+    dead_letters: int
+
+
+def stage(spark: Any, spec: ReadSpec, chunks: Sequence[Chunk], names: TableNames) -> None:
+    """Read ``chunks`` (one Spark task each) and overwrite the batch's staging partition."""
+    ensure_staging(spark, names.staging, spec.staging_columns)
+    spark.sql(f"ALTER TABLE {names.staging} SET TBLPROPERTIES ("
+              f"'cdc.key'={lit(json.dumps(list(spec.key)))}, "
+              f"'cdc.ordering'={lit(json.dumps([spec.ordering.kind, list(spec.ordering.paths)]))})")
+    rows = [tuple(asdict(c).values()) for c in chunks]
+    rdd = spark.sparkContext.parallelize(rows, max(1, len(rows)))
+    chunk_df = spark.createDataFrame(rdd, "topic string, partition int, start long, end long")
+    df = chunk_df.mapInArrow(map_chunks(spec), spark_schema(spec.staging_columns))
+    have = [f.name for f in spark.table(names.staging).schema.fields]
+    mine = set(df.columns)
+    df = df.selectExpr(*[q(c) if c in mine else f"NULL AS {q(c)}" for c in have])
+    df.writeTo(names.staging).overwritePartitions()
+
+
+def staged_key_and_ordering(spark: Any, staging: str) -> tuple[tuple[str, ...], tuple[str, tuple[str, ...]]]:
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {staging}").collect()}
+    kind, paths = json.loads(props["cdc.ordering"])
+    return tuple(json.loads(props["cdc.key"])), (kind, tuple(paths))
+
+
+def count(spark: Any, staging: str, batch_id: int) -> dict[int, PartitionCounts]:
+    skipped = ", ".join(lit(k) for k in SKIPPED)
+    rows = spark.sql(
+        f"SELECT __partition AS p, count(*) AS n, sum(IF(__kind IN ({skipped}), 1, 0)) AS s, "
+        f"sum(IF(__kind = 'error', 1, 0)) AS e FROM {staging} WHERE batch_id = {int(batch_id)} GROUP BY __partition"
+    ).collect()
+    return {int(r["p"]): PartitionCounts(int(r["p"]), int(r["n"]), int(r["s"]), int(r["e"])) for r in rows}
+
+
+def toast_columns(spark: Any, staging: str, batch_id: int) -> tuple[str, ...]:
+    rows = spark.sql(f"SELECT DISTINCT explode(__unavailable) AS c FROM {staging} "
+                     f"WHERE batch_id = {int(batch_id)} AND __unavailable IS NOT NULL").collect()
+    return tuple(sorted(r["c"] for r in rows))
+
+
+def record_dead_letters(spark: Any, names: TableNames, pipeline: str, table: str, batch_id: int) -> None:
+    """Copy the batch's bad records to the dead-letter table (idempotent on topic/partition/offset)."""
+    src = (f"SELECT {lit(pipeline)} AS pipeline, {lit(table)} AS table_name, batch_id, __topic AS topic, "
+           f"__partition AS `partition`, __offset AS `offset`, __raw_key AS key, __raw_value AS value, "
+           f"__error_class AS error_class, __error AS error_message, current_timestamp() AS created_at "
+           f"FROM {names.staging} WHERE batch_id = {int(batch_id)} AND __kind = 'error'")
+    spark.sql(
+        f"MERGE INTO {names.dead_letters} d USING ({src}) s ON d.table_name = s.table_name AND d.topic = s.topic "
+        "AND d.`partition` = s.`partition` AND d.`offset` = s.`offset` WHEN NOT MATCHED THEN INSERT *")
+
+
+def check_dead_letter_ratio(table: str, counts: dict[int, PartitionCounts], max_ratio: float,
+                            dead_letters_table: str, batch_id: int) -> None:
+    """Fail the batch (before any merge) when too many of its records are bad."""
+    read = sum(c.events_read for c in counts.values())
+    bad = sum(c.dead_letters for c in counts.values())
+    if read and bad / read > max_ratio:
+        raise DeadLetterRatioExceeded(
+            f"table {table}: batch {batch_id}: {bad} of {read} records ({bad / read:.1%}) could not be decoded, "
+            f"more than max_dead_letter_ratio {max_ratio:.1%}; nothing was merged. Inspect them with "
+            f"SELECT * FROM {dead_letters_table} WHERE table_name = '{table}' AND batch_id = {batch_id}, fix the "
+            "cause, or raise max_dead_letter_ratio for this table and rerun")

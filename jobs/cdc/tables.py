@@ -1,0 +1,198 @@
+"""Iceberg tables the job owns: names, schemas, creation and evolution.
+
+Per pipeline (in ``metadata_namespace``): ``ledger`` and ``dead_letters``. Per target table
+``<ns>.<table>``: ``staging__<ns>__<table>`` (raw CDC rows of each batch, partitioned by ``batch_id``) and, for hard
+deletes, ``tombstones__<ns>__<table>``. Types are carried as Arrow types (``cdc.decode.model.Column``) and
+converted to Spark here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import pyarrow as pa
+
+from cdc.config import PipelineConfig, TableConfig
+from cdc.decode.model import Column
+from cdc.merge import DELETED, q
+
+TABLE_PROPS = {
+    "format-version": "2",
+    "write.delete.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.merge.mode": "merge-on-read",
+}
+
+# Staging: everything read from Kafka for a batch, one row per record (skipped and bad records too, for audit).
+STAGING_META = [
+    Column("batch_id", pa.int64(), False),
+    Column("__topic", pa.string(), False),
+    Column("__partition", pa.int32(), False),
+    Column("__offset", pa.int64(), False),
+    Column("__kafka_ts_ms", pa.int64()),
+    Column("__kind", pa.string(), False),  # change | tombstone | message | tx | error
+    Column("__op", pa.string()),
+]
+STAGING_TAIL = [
+    Column("__source_ts_ms", pa.int64()),
+    Column("__ts_ms", pa.int64()),
+    Column("__unavailable", pa.list_(pa.string())),
+    Column("__error_class", pa.string()),
+    Column("__error", pa.string()),
+    Column("__raw_key", pa.binary()),
+    Column("__raw_value", pa.binary()),
+]
+
+LEDGER_DDL = """
+  pipeline string, table_name string, batch_id bigint, mode string, topic string, `partition` int,
+  start_offset bigint, end_offset bigint, status string, events_read bigint, events_skipped bigint,
+  dead_letters bigint, inserted bigint, updated bigint, deleted bigint, target_snapshot_id bigint,
+  truncate_barrier string, phase_seconds string, staged_at timestamp, committed_at timestamp
+"""
+DEAD_LETTERS_DDL = """
+  pipeline string, table_name string, batch_id bigint, topic string, `partition` int, `offset` bigint,
+  key binary, value binary, error_class string, error_message string, created_at timestamp
+"""
+
+
+@dataclass(frozen=True)
+class TableNames:
+    target: str
+    staging: str
+    tombstones: str
+    ledger: str
+    dead_letters: str
+
+
+def names(cfg: PipelineConfig, table: TableConfig) -> TableNames:
+    cat, meta = cfg.catalog.name, cfg.metadata_namespace
+    flat = table.target.replace(".", "__")
+    return TableNames(
+        target=f"{cat}.{table.target}",
+        staging=f"{cat}.{meta}.staging__{flat}",
+        tombstones=f"{cat}.{meta}.tombstones__{flat}",
+        ledger=f"{cat}.{meta}.ledger",
+        dead_letters=f"{cat}.{meta}.dead_letters",
+    )
+
+
+def staging_columns(row: Sequence[Column], ordering: Sequence[str]) -> list[Column]:
+    """Staging schema: metadata, ordering, then the row image (all nullable: skipped and bad records have none)."""
+    nullable_row = [Column(c.name, c.arrow_type, True, c.logical) for c in row]
+    return [*STAGING_META, *(Column(c, pa.int64()) for c in ordering), *STAGING_TAIL, *nullable_row]
+
+
+def spark_type(t: pa.DataType) -> Any:
+    """Arrow type → Spark type (timestamps without zone → TIMESTAMP_NTZ, with zone → TIMESTAMP)."""
+    from pyspark.sql import types as T
+
+    simple = {pa.int8(): T.ByteType(), pa.int16(): T.ShortType(), pa.int32(): T.IntegerType(),
+              pa.int64(): T.LongType(), pa.float32(): T.FloatType(), pa.float64(): T.DoubleType(),
+              pa.bool_(): T.BooleanType(), pa.string(): T.StringType(), pa.large_string(): T.StringType(),
+              pa.binary(): T.BinaryType(), pa.large_binary(): T.BinaryType(), pa.date32(): T.DateType()}
+    if t in simple:
+        return simple[t]
+    if pa.types.is_decimal(t):
+        return T.DecimalType(t.precision, t.scale)
+    if pa.types.is_timestamp(t):
+        return T.TimestampType() if t.tz else T.TimestampNTZType()
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return T.ArrayType(spark_type(t.value_type), True)
+    if pa.types.is_struct(t):
+        return T.StructType([T.StructField(f.name, spark_type(f.type), True) for f in t])
+    if pa.types.is_map(t):
+        return T.MapType(spark_type(t.key_type), spark_type(t.item_type), True)
+    raise TypeError(f"no Spark type for Arrow type {t}")
+
+
+def spark_schema(columns: Sequence[Column]) -> Any:
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(c.name, spark_type(c.arrow_type), c.nullable) for c in columns])
+
+
+def arrow_schema(columns: Sequence[Column]) -> pa.Schema:
+    return pa.schema([pa.field(c.name, c.arrow_type, c.nullable) for c in columns])
+
+
+def ddl(columns: Sequence[Column], not_null: Sequence[str] = ()) -> str:
+    return ", ".join(f"{q(c.name)} {spark_type(c.arrow_type).simpleString()}"
+                     + (" NOT NULL" if c.name in not_null else "") for c in columns)
+
+
+def props_sql(extra: dict[str, str] | None = None) -> str:
+    props = {**TABLE_PROPS, **(extra or {})}
+    return ", ".join(f"'{k}'='{v}'" for k, v in props.items())
+
+
+def target_meta(ordering: Sequence[str], soft: bool) -> list[Column]:
+    cols = [Column(c, pa.int64()) for c in ordering] + [
+        Column("__op", pa.string()), Column("__source_ts_ms", pa.int64()), Column("__kafka_partition", pa.int32()),
+        Column("__kafka_offset", pa.int64()), Column("__batch_id", pa.int64()),
+        Column("__ingested_at", pa.timestamp("us", tz="UTC"))]
+    return cols + ([Column(DELETED, pa.bool_())] if soft else [])
+
+
+def exists(spark: Any, name: str) -> bool:
+    return bool(spark.catalog.tableExists(name))
+
+
+def existing_columns(spark: Any, name: str) -> list[Column]:
+    """Columns of an existing table as Arrow-typed ``Column``s (empty when the table does not exist)."""
+    if not exists(spark, name):
+        return []
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    return [Column(f.name, to_arrow_type(f.dataType), f.nullable) for f in spark.table(name).schema.fields]
+
+
+def ensure_meta_tables(spark: Any, cfg: PipelineConfig) -> None:
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {cfg.catalog.name}.{cfg.metadata_namespace}")
+    n = f"{cfg.catalog.name}.{cfg.metadata_namespace}"
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {n}.ledger ({LEDGER_DDL}) USING iceberg "
+              f"TBLPROPERTIES ({props_sql({'write.update.mode': 'copy-on-write'})})")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {n}.dead_letters ({DEAD_LETTERS_DDL}) USING iceberg "
+              f"TBLPROPERTIES ({props_sql()})")
+
+
+def ensure_staging(spark: Any, name: str, columns: Sequence[Column]) -> None:
+    """Create the staging table, or add columns a newer source schema brought."""
+    if not exists(spark, name):
+        spark.sql(f"CREATE TABLE {name} ({ddl(columns)}) USING iceberg PARTITIONED BY (batch_id) "
+                  f"TBLPROPERTIES ({props_sql({'write.spark.accept-any-schema': 'true'})})")
+        return
+    evolve(spark, name, columns)
+
+
+def ensure_target(spark: Any, name: str, row: Sequence[Column], key: Sequence[str], ordering: Sequence[str],
+                  soft: bool) -> None:
+    """Create the target table on the first batch (key columns NOT NULL + identifier fields), else evolve it."""
+    cols = [*row, *target_meta(ordering, soft)]
+    if not exists(spark, name):
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name.rsplit('.', 1)[0]}")
+        spark.sql(f"CREATE TABLE {name} ({ddl(cols, not_null=key)}) USING iceberg TBLPROPERTIES ({props_sql()})")
+        spark.sql(f"ALTER TABLE {name} SET IDENTIFIER FIELDS {', '.join(q(k) for k in key)}")
+        return
+    evolve(spark, name, cols)
+
+
+def ensure_tombstones(spark: Any, name: str, key_cols: Sequence[Column], ordering: Sequence[str]) -> None:
+    cols = [*key_cols, *(Column(c, pa.int64()) for c in ordering), Column("__kafka_partition", pa.int32()),
+            Column("__kafka_offset", pa.int64()), Column("__deleted_at", pa.timestamp("us", tz="UTC"))]
+    if not exists(spark, name):
+        spark.sql(f"CREATE TABLE {name} ({ddl(cols)}) USING iceberg TBLPROPERTIES ({props_sql()})")
+    else:
+        evolve(spark, name, cols)
+
+
+def evolve(spark: Any, name: str, wanted: Sequence[Column]) -> None:
+    """Add missing columns and apply widenings (the caller has checked they are safe)."""
+    have = {c.name: c for c in existing_columns(spark, name)}
+    for c in wanted:
+        old = have.get(c.name)
+        new_type = spark_type(c.arrow_type).simpleString()
+        if old is None:
+            spark.sql(f"ALTER TABLE {name} ADD COLUMN {q(c.name)} {new_type}")
+        elif spark_type(old.arrow_type).simpleString() != new_type and not pa.types.is_nested(c.arrow_type):
+            spark.sql(f"ALTER TABLE {name} ALTER COLUMN {q(c.name)} TYPE {new_type}")

@@ -1,0 +1,162 @@
+"""Iceberg maintenance of one CDC pipeline (run by the ``cdc_<pipeline>_maintenance`` DAG).
+
+    spark-submit [--py-files build/cdc.zip] [--jars ICEBERG_JAR] jobs/maintenance.py --config FILE \
+        [--table NAME ...] [--staging-retention-hours 72] [--tombstone-retention-hours 168] \
+        [--snapshot-retention-hours 168] [--retain-last 5] [--orphan-retention-hours 72]
+
+Per target table: expire snapshots, rewrite data files, rewrite position delete files, remove orphan files.
+Per target's helper tables: drop staged batches whose ledger rows were committed before the staging retention,
+delete tombstones older than the tombstone retention, expire their snapshots. The ledger and dead-letter tables get
+snapshot expiry only (their rows are the audit trail). One step failing does not stop the others; the exit code
+is then 1 (Airflow retries). Last stdout line: a JSON summary. Exit codes as jobs/ingest.py (0, 2, 75, 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from cdc.config import PipelineConfig, TableConfig
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="Iceberg maintenance of a CDC pipeline")
+    p.add_argument("--config", required=True)
+    p.add_argument("--table", action="append", default=[])
+    p.add_argument("--staging-retention-hours", type=float, default=72)
+    p.add_argument("--tombstone-retention-hours", type=float, default=168)
+    p.add_argument("--snapshot-retention-hours", type=float, default=168)
+    p.add_argument("--retain-last", type=int, default=5)
+    p.add_argument("--orphan-retention-hours", type=float, default=72)
+    return p.parse_args(argv)
+
+
+def ts_literal(dt: datetime) -> str:
+    return "TIMESTAMP '" + dt.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S") + "'"
+
+
+def helper_tables(cfg: "PipelineConfig", t: "TableConfig") -> tuple[str, str]:
+    suffix = f"{t.namespace.replace('.', '_')}__{t.table}"
+    ns = f"{cfg.catalog.name}.{cfg.metadata_namespace}"
+    return f"{ns}.staging__{suffix}", f"{ns}.tombstones__{suffix}"
+
+
+class Maintenance:
+    def __init__(self, spark: "SparkSession", cfg: "PipelineConfig", args: argparse.Namespace, now: datetime):
+        self.spark, self.cfg, self.args, self.now = spark, cfg, args, now
+        self.cat = cfg.catalog.name
+        self.steps: list[dict[str, Any]] = []
+
+    def hours_ago(self, hours: float) -> datetime:
+        return self.now - timedelta(hours=hours)
+
+    def step(self, table: str, action: str, fn: Callable[[], Any]) -> None:
+        t0 = time.monotonic()
+        try:
+            result, error = fn(), None
+        except Exception as exc:  # noqa: BLE001 - one failing step must not stop the others
+            result, error = None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            print(f"maintenance: {table}: {action} failed: {error}", file=sys.stderr)
+        self.steps.append({"table": table, "action": action, "result": result, "error": error,
+                           "seconds": round(time.monotonic() - t0, 3)})
+
+    def exists(self, ident: str) -> bool:
+        return bool(self.spark.catalog.tableExists(ident))
+
+    def call(self, procedure: str, ident: str, **named: str) -> Any:
+        """``CALL cat.system.<procedure>(table => 'ns.t', ...)``; returns the first result row as a dict."""
+        local = ident.split(".", 1)[1]  # without the catalog
+        extra = "".join(f", {k} => {v}" for k, v in named.items())
+        rows = self.spark.sql(f"CALL {self.cat}.system.{procedure}(table => '{local}'{extra})").collect()
+        return rows[0].asDict() if rows else None
+
+    def expire(self, ident: str) -> None:
+        self.step(ident, "expire_snapshots", lambda: self.call(
+            "expire_snapshots", ident, older_than=ts_literal(self.hours_ago(self.args.snapshot_retention_hours)),
+            retain_last=str(self.args.retain_last)))
+
+    def target(self, ident: str) -> None:
+        self.expire(ident)
+        self.step(ident, "rewrite_data_files", lambda: self.call("rewrite_data_files", ident))
+        self.step(ident, "rewrite_position_delete_files", lambda: self.call("rewrite_position_delete_files", ident))
+        self.step(ident, "remove_orphan_files", lambda: {"files": len(self.spark.sql(
+            f"CALL {self.cat}.system.remove_orphan_files(table => '{ident.split('.', 1)[1]}', older_than => "
+            f"{ts_literal(self.hours_ago(self.args.orphan_retention_hours))})").collect())})
+
+    def old_committed_batches(self, t: "TableConfig") -> list[int]:
+        ledger = f"{self.cat}.{self.cfg.metadata_namespace}.ledger"
+        if not self.exists(ledger):
+            return []
+        cutoff = ts_literal(self.hours_ago(self.args.staging_retention_hours))
+        rows = self.spark.sql(
+            f"SELECT DISTINCT batch_id FROM {ledger} WHERE pipeline = '{self.cfg.pipeline}' "
+            f"AND table_name = '{t.target}' AND status = 'committed' AND committed_at < {cutoff}").collect()
+        return sorted(int(r.batch_id) for r in rows)
+
+    def staging(self, t: "TableConfig", ident: str) -> None:
+        def drop() -> dict[str, Any]:
+            ids = self.old_committed_batches(t)
+            if ids:  # staging is partitioned by batch_id: a metadata-only delete
+                self.spark.sql(f"DELETE FROM {ident} WHERE batch_id IN ({', '.join(map(str, ids))})")
+            return {"batches_dropped": len(ids)}
+
+        self.step(ident, "drop_committed_batches", drop)
+        self.expire(ident)
+
+    def tombstones(self, ident: str) -> None:
+        cutoff = ts_literal(self.hours_ago(self.args.tombstone_retention_hours))
+        self.step(ident, "gc_tombstones", lambda: (self.spark.sql(
+            f"DELETE FROM {ident} WHERE deleted_at < {cutoff}"), {"older_than": cutoff})[1])
+        self.expire(ident)
+
+    def run(self, tables: tuple["TableConfig", ...]) -> None:
+        for t in tables:
+            target = f"{self.cat}.{t.target}"
+            if self.exists(target):
+                self.target(target)
+            staging, tomb = helper_tables(self.cfg, t)
+            if self.exists(staging):
+                self.staging(t, staging)
+            if self.exists(tomb):
+                self.tombstones(tomb)
+        for name in ("ledger", "dead_letters"):
+            ident = f"{self.cat}.{self.cfg.metadata_namespace}.{name}"
+            if self.exists(ident):
+                self.expire(ident)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from cdc.config import load_config
+    from cdc.errors import CdcError
+
+    try:
+        cfg = load_config(args.config)
+        tables = cfg.select(args.table or None)
+        from cdc.session import build_session
+
+        spark = build_session(cfg, f"cdc-{cfg.pipeline}-maintenance")
+        m = Maintenance(spark, cfg, args, datetime.now(timezone.utc))
+        m.run(tables)
+    except CdcError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    failed = [s for s in m.steps if s["error"]]
+    print(json.dumps({"pipeline": cfg.pipeline, "mode": "maintenance", "steps": m.steps, "failed": len(failed)},
+                     default=str))
+    if failed:
+        print(f"error: {len(failed)} maintenance step(s) failed, first: {failed[0]['table']} "
+              f"{failed[0]['action']}: {failed[0]['error']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

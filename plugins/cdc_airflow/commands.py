@@ -1,0 +1,187 @@
+"""Pure functions: run parameters → job arguments, Spark settings, planning and summary parsing.
+
+No Airflow, Spark or Kafka imports: everything here is unit-tested with plain values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+MODES = ("incremental", "backfill", "dry_run")
+EXIT_OK, EXIT_TERMINAL, EXIT_RETRYABLE = 0, 2, 75
+
+Offsets = dict[str, dict[str, int]]  # {"topic": {"partition": offset}}
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """The validated run parameters (DAG params), independent of Airflow."""
+
+    mode: str = "incremental"
+    tables: tuple[str, ...] = ()
+    max_records_per_partition: int | None = None
+    start_offsets: Offsets = field(default_factory=dict)
+    end_offsets: Offsets = field(default_factory=dict)
+    start_timestamp: str | None = None
+    end_timestamp: str | None = None
+
+    @property
+    def explicit_range(self) -> bool:
+        return bool(self.start_offsets or self.end_offsets or self.start_timestamp or self.end_timestamp)
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """One mapped ingestion task."""
+
+    table: str
+    topic: str
+    reason: str  # why it runs: "lag=123", "backfill", "explicit range"
+    application_args: tuple[str, ...]
+
+    def as_kwargs(self) -> dict[str, Any]:
+        return {"table": self.table, "application_args": list(self.application_args)}
+
+
+def ingest_args(config_path: str, table: str, topic: str, req: RunRequest) -> list[str]:
+    """Arguments after ``jobs/ingest.py`` for one table (the job contract's CLI)."""
+    mode = "incremental" if req.mode == "dry_run" else req.mode
+    args = ["--config", config_path, "--table", table, "--mode", mode]
+    if req.mode == "dry_run":
+        args.append("--dry-run")
+    if req.max_records_per_partition:
+        args += ["--max-records", str(req.max_records_per_partition)]
+    if topic in req.start_offsets:
+        args += ["--start-offsets", json.dumps({topic: req.start_offsets[topic]}, sort_keys=True)]
+    if topic in req.end_offsets:
+        args += ["--end-offsets", json.dumps({topic: req.end_offsets[topic]}, sort_keys=True)]
+    if req.start_timestamp:
+        args += ["--start-timestamp", req.start_timestamp]
+    if req.end_timestamp:
+        args += ["--end-timestamp", req.end_timestamp]
+    return args
+
+
+def maintenance_args(config_path: str, *, staging_retention_hours: float, tombstone_retention_hours: float,
+                     snapshot_retention_hours: float, retain_last: int, orphan_retention_hours: float,
+                     tables: Sequence[str] = ()) -> list[str]:
+    args = ["--config", config_path,
+            "--staging-retention-hours", _num(staging_retention_hours),
+            "--tombstone-retention-hours", _num(tombstone_retention_hours),
+            "--snapshot-retention-hours", _num(snapshot_retention_hours),
+            "--retain-last", str(retain_last),
+            "--orphan-retention-hours", _num(orphan_retention_hours)]
+    for t in tables:
+        args += ["--table", t]
+    return args
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def spark_conf(master: str, pipeline_spark: Mapping[str, str], python: str) -> dict[str, str]:
+    """Spark settings for spark-submit: the pipeline's ``spark:`` block wins, local mode stays on loopback."""
+    conf: dict[str, str] = {}
+    if master.startswith("local"):
+        conf["spark.driver.host"] = "127.0.0.1"
+        conf["spark.driver.bindAddress"] = "127.0.0.1"
+        conf["spark.ui.enabled"] = "false"
+        conf["spark.pyspark.python"] = python
+        conf["spark.pyspark.driver.python"] = python
+    conf.update({str(k): str(v) for k, v in pipeline_spark.items()})
+    return conf
+
+
+def spark_env(python: str, path: str | None) -> dict[str, str]:
+    """Environment of a local spark-submit: this interpreter for PySpark, and this interpreter's bin dir (a venv's
+    pyspark ships spark-submit there) appended to PATH as a fallback for a spark-submit not otherwise on PATH."""
+    bindir = os.path.dirname(python)
+    parts = [p for p in (path or "").split(os.pathsep) if p]
+    return {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python,
+            "PATH": os.pathsep.join(parts if bindir in parts else [*parts, bindir])}
+
+
+def lag(watermarks: Mapping[int, int], committed: Mapping[int, int]) -> dict[int, int]:
+    """Per-partition consumer lag: high watermark minus committed offset (never negative)."""
+    return {p: max(0, hw - committed.get(p, 0)) for p, hw in sorted(watermarks.items())}
+
+
+def plan_tables(tables: Iterable[tuple[str, str]], req: RunRequest, config_path: str,
+                lags: Mapping[str, Mapping[int, int]] | None) -> list[TablePlan]:
+    """Which tables run. ``tables``: selected (name, topic); ``lags``: table → per-partition lag (incremental only).
+
+    Backfill and explicit offset/timestamp ranges run every selected table; incremental runs only tables with lag.
+    """
+    plans: list[TablePlan] = []
+    for name, topic in tables:
+        if req.mode == "backfill":
+            reason = "backfill"
+        elif req.explicit_range:
+            reason = "explicit range"
+        else:
+            total = sum((lags or {}).get(name, {}).values())
+            if total <= 0:
+                continue
+            reason = f"lag={total}"
+        plans.append(TablePlan(name, topic, reason, tuple(ingest_args(config_path, name, topic, req))))
+    return plans
+
+
+def parse_summary(lines: Iterable[str]) -> dict[str, Any] | None:
+    """The job's JSON summary: the last output line that is a JSON object with ``pipeline`` (stderr may follow)."""
+    found: dict[str, Any] | None = None
+    for line in lines:
+        s = line.strip()
+        if not (s.startswith("{") and s.endswith("}")):
+            continue
+        try:
+            obj = json.loads(s)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and "pipeline" in obj:
+            found = obj
+    return found
+
+
+_SPARK_LOG = re.compile(r"^(\d{2}/\d{2}/\d{2} |\d{4}-\d{2}-\d{2}[ T])\d{2}:\d{2}:\d{2}[.,\d]* ?(INFO|WARN|DEBUG|TRACE)\b")
+_NOISE = re.compile(r"^(Setting default log level|To adjust logging level|Using Spark's default log4j)")
+
+
+def error_line(lines: Sequence[str]) -> str | None:
+    """The job's one-line error: the last line that is not Spark/JVM chatter (stdout and stderr are merged)."""
+    for line in reversed(lines):
+        s = line.strip()
+        if s and not _SPARK_LOG.match(s) and not _NOISE.match(s):
+            return s
+    return None
+
+
+def outcome(returncode: int) -> str:
+    """How Airflow treats an exit code: ok | terminal (fail, no retry) | retryable | failed (fail, retry)."""
+    if returncode == EXIT_OK:
+        return "ok"
+    if returncode == EXIT_TERMINAL:
+        return "terminal"
+    if returncode == EXIT_RETRYABLE:
+        return "retryable"
+    return "failed"
+
+
+def summarize(summaries: Sequence[Mapping[str, Any] | None], planned: Sequence[str]) -> dict[str, Any]:
+    """Fold the per-table job summaries of one DAG run into one report (missing = failed or skipped task)."""
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for s in summaries:
+        for t in (s or {}).get("tables", []):
+            seen.add(t.get("table", ""))
+            rows.append({k: t.get(k) for k in ("table", "status", "batch_id", "events_read", "events_skipped",
+                                               "dead_letters", "inserted", "updated", "deleted", "snapshot_id")}
+                        | {"seconds": round(sum((t.get("seconds") or {}).values()), 3)})
+    totals = {k: sum(int(r.get(k) or 0) for r in rows)
+              for k in ("events_read", "events_skipped", "dead_letters", "inserted", "updated", "deleted")}
+    return {"tables": rows, "totals": totals, "missing": sorted(set(planned) - seen)}

@@ -1,0 +1,134 @@
+"""The ingestion DAG of one pipeline: plan (which tables have new data) → ingest (one mapped spark-submit per
+table) → publish (batch summaries to XCom and the log). Wiring only; logic is in commands/params/lag."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import DAG, Param, get_current_context, task
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+
+from cdc_airflow.commands import plan_tables, summarize
+from cdc_airflow.params import param_specs, to_request
+from cdc_airflow.settings import CdcSettings
+
+if TYPE_CHECKING:
+    from cdc.config import PipelineConfig
+
+log = logging.getLogger(__name__)
+START = datetime(2024, 1, 1)
+
+
+def default_args(settings: CdcSettings) -> dict[str, Any]:
+    """Retries with exponential backoff; terminal job errors raise AirflowFailException and skip them."""
+    return {
+        "owner": "cdc",
+        "retries": settings.retries,
+        "retry_delay": timedelta(minutes=1),
+        "retry_exponential_backoff": True,
+        "max_retry_delay": timedelta(minutes=30),
+    }
+
+
+def plan_run(settings: CdcSettings, config_path: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Validate the run's params and pick the tables to ingest; skip the run when none has new data."""
+    from cdc_airflow.lag import table_lags
+    from cdc_airflow.pipelines import load_pipeline
+
+    cfg = load_pipeline(settings, config_path)
+    try:
+        req = to_request(params, {t.target: t.topic for t in cfg.tables})
+    except ValueError as exc:
+        raise AirflowFailException(str(exc)) from None
+    selected = cfg.select(list(req.tables) or None)
+    lags = None
+    if req.mode != "backfill" and not req.explicit_range:
+        try:
+            found = table_lags(cfg, selected)
+        except Exception as exc:  # broker/catalog unreachable: retry later
+            raise AirflowException(f"cannot compute lag: {type(exc).__name__}: {exc}") from exc
+        for t in found.values():
+            log.info("lag %s (%s): %s committed=%s high=%s", t.table, t.topic, t.total, t.committed, t.watermarks)
+        lags = {name: t.lag for name, t in found.items()}
+    plans = plan_tables(((t.target, t.topic) for t in selected), req, config_path, lags)
+    if not plans:
+        raise AirflowSkipException("no table has new data")
+    for p in plans:
+        log.info("will ingest %s (%s): %s", p.table, p.reason, " ".join(p.application_args))
+    return [p.as_kwargs() for p in plans]
+
+
+def publish_run(planned: list[dict[str, Any]] | None, summaries: list[Any]) -> dict[str, Any]:
+    """Runs when plan did not skip (trigger rule none_skipped), also after failures, so partial results are
+    published; it fails when any planned table has no summary, which fails the DAG run."""
+    if not planned:
+        raise AirflowFailException("planning failed: no tables to report on")
+    report = summarize([s for s in summaries if isinstance(s, dict)], [p["table"] for p in planned])
+    for row in report["tables"]:
+        log.info("batch %s", json.dumps(row, sort_keys=True, default=str))
+    log.info("totals %s", json.dumps(report["totals"], sort_keys=True))
+    if report["missing"]:
+        raise AirflowFailException(f"no batch summary from {', '.join(report['missing'])} "
+                                   "(their ingest task failed or the job printed no summary)")
+    return report
+
+
+def build_ingest_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
+    from cdc_airflow.spark import CdcSparkSubmitOperator
+
+    names, topics = [t.target for t in cfg.tables], [t.topic for t in cfg.tables]
+    config_path = str(cfg.source_path)
+    dag = DAG(
+        dag_id=f"cdc_{cfg.pipeline}",
+        description=f"CDC {cfg.pipeline}: {len(names)} table(s) from Kafka into Iceberg",
+        schedule=cfg.schedule,
+        start_date=START,
+        catchup=False,
+        max_active_runs=1,
+        default_args=default_args(settings),
+        params={k: Param(spec.pop("default"), **spec) for k, spec in param_specs(names, topics).items()},
+        tags=["cdc", f"pipeline:{cfg.pipeline}"],
+        doc_md=f"Ingests Debezium topics of pipeline `{cfg.pipeline}` (config `{config_path}`) into Iceberg.\n\n"
+               f"Tables: {', '.join(names)}. Spark jobs run in pool `{settings.pool}`.",
+    )
+    with dag:
+        @task(task_id="plan", retries=settings.retries)
+        def plan() -> list[dict[str, Any]]:
+            return plan_run(settings, config_path, dict(get_current_context()["params"]))
+
+        planned = plan()
+        ingest = CdcSparkSubmitOperator.partial(
+            task_id="ingest",
+            application=settings.ingest_app,
+            conn_id=settings.spark_conn_id,
+            master=settings.spark_master,
+            pool=settings.pool,
+            py_files=settings.py_files,
+            jars=settings.iceberg_jar,
+            pipeline_spark_conf=dict(cfg.spark),
+            name=f"cdc-{cfg.pipeline}",
+            map_index_template="{{ task.table }}",
+        ).expand_kwargs(planned)
+
+        @task(task_id="publish", trigger_rule="none_skipped", retries=0)
+        def publish() -> dict[str, Any]:
+            ti = get_current_context()["ti"]
+            return publish_run(ti.xcom_pull(task_ids="plan"), ti.xcom_pull(task_ids=["ingest"]) or [])
+
+        ingest >> publish()
+    return dag
+
+
+def build_broken_dag(dag_id: str, path: str, error: str) -> DAG:
+    """A pipeline file that does not load still shows up, as a DAG whose only task fails with the error."""
+    with DAG(dag_id=dag_id, schedule=None, start_date=START, catchup=False, tags=["cdc", "config-error"],
+             description=f"BROKEN CONFIG: {error}"[:200], doc_md=f"`{path}` does not load:\n\n```\n{error}\n```") as dag:
+        @task(task_id="config_error", retries=0)
+        def config_error() -> None:
+            raise AirflowFailException(error)
+
+        config_error()
+    return dag

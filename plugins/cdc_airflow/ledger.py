@@ -1,0 +1,154 @@
+"""Read the Iceberg ledger, dead letters and target tables WITHOUT Spark (pyiceberg).
+
+Hadoop catalogs have no pyiceberg implementation: a table is read with ``StaticTable.from_metadata`` on its newest
+``metadata/vN.metadata.json`` (``version-hint.text`` can lag behind a concurrent commit, so a local warehouse is
+listed). Other catalog types go through ``pyiceberg.catalog.load_catalog`` with the YAML's catalog properties.
+
+pyiceberg is imported lazily: this module is imported while DAG files are parsed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+    from cdc.config import CatalogConfig
+
+Row = dict[str, Any]
+_VERSION = re.compile(r"^v(\d+)\.metadata\.json$")
+_PYICEBERG_TYPES = {"rest": "rest", "nessie": "rest", "hive": "hive", "glue": "glue", "jdbc": "sql"}
+
+
+def _local_path(location: str) -> Path | None:
+    if location.startswith("file:"):
+        return Path(re.sub(r"^file:(//)?", "", location))
+    return None if "://" in location else Path(location)
+
+
+def latest_metadata(table_location: str, properties: Mapping[str, str] = {}) -> str | None:
+    """Newest metadata JSON of a hadoop-catalog table, or None when the table does not exist."""
+    local = _local_path(table_location)
+    if local is not None:
+        meta = local / "metadata"
+        versions = [(int(m.group(1)), p.name) for p in meta.glob("v*.metadata.json") if (m := _VERSION.match(p.name))]
+        return str(meta / max(versions)[1]) if versions else None
+    from pyiceberg.io import load_file_io
+
+    hint = f"{table_location.rstrip('/')}/metadata/version-hint.text"
+    io = load_file_io(properties=dict(properties), location=hint)
+    try:
+        with io.new_input(hint).open() as f:
+            version = f.read().decode().strip()
+    except FileNotFoundError:
+        return None
+    name = version if version.endswith(".metadata.json") else f"v{version}.metadata.json"
+    return f"{table_location.rstrip('/')}/metadata/{name}"
+
+
+def load_table(catalog: "CatalogConfig", identifier: str) -> "Table | None":
+    """``identifier`` is ``namespace.table`` inside the catalog; None when the table does not exist (yet)."""
+    props = dict(catalog.properties)
+    if catalog.type == "hadoop":
+        from pyiceberg.table import StaticTable
+
+        warehouse = catalog.warehouse.replace("s3a://", "s3://").rstrip("/")
+        location = f"{warehouse}/{identifier.replace('.', '/')}"
+        metadata = latest_metadata(location, props)
+        return StaticTable.from_metadata(metadata, properties=props) if metadata else None
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.exceptions import NoSuchTableError
+
+    cat = load_catalog(catalog.name, **{"type": _PYICEBERG_TYPES.get(catalog.type, catalog.type),
+                                        "warehouse": catalog.warehouse, **props})
+    try:
+        return cat.load_table(identifier)
+    except NoSuchTableError:
+        return None
+
+
+def read_rows(catalog: "CatalogConfig", identifier: str, pipeline: str | None = None,
+              columns: Sequence[str] = ("*",), **equals: Any) -> list[Row]:
+    """All rows (optionally where pipeline = ... and col = value ...) as dicts; [] when the table is missing."""
+    table = load_table(catalog, identifier)
+    if table is None or table.current_snapshot() is None:
+        return []
+    from pyiceberg.expressions import AlwaysTrue, And, EqualTo
+
+    expr: Any = AlwaysTrue()
+    for col, value in (({"pipeline": pipeline} if pipeline else {}) | equals).items():
+        expr = And(expr, EqualTo(col, value))
+    return table.scan(row_filter=expr, selected_fields=tuple(columns)).to_arrow().to_pylist()
+
+
+def snapshot_id(catalog: "CatalogConfig", identifier: str) -> int | None:
+    table = load_table(catalog, identifier)
+    snap = table.current_snapshot() if table is not None else None
+    return snap.snapshot_id if snap else None
+
+
+# ---- pure functions over ledger rows -------------------------------------------------------------------------------
+
+def committed_offsets(rows: Iterable[Row], table_name: str) -> dict[str, dict[int, int]]:
+    """topic → partition → committed offset of incremental runs (max end_offset of committed rows)."""
+    out: dict[str, dict[int, int]] = defaultdict(dict)
+    for r in rows:
+        if r["table_name"] == table_name and r["status"] == "committed" and r.get("mode", "incremental") == "incremental":
+            parts = out[r["topic"]]
+            parts[r["partition"]] = max(parts.get(r["partition"], 0), r["end_offset"])
+    return dict(out)
+
+
+def batches(rows: Iterable[Row], table_name: str, limit: int = 20) -> list[Row]:
+    """Newest batches of a table, one dict per batch (partition rows folded; committed wins over staged)."""
+    by_batch: dict[int, list[Row]] = defaultdict(list)
+    for r in rows:
+        if r["table_name"] == table_name:
+            by_batch[r["batch_id"]].append(r)
+    out: list[Row] = []
+    for batch_id in sorted(by_batch, reverse=True)[:limit]:
+        group = by_batch[batch_id]
+        committed = [r for r in group if r["status"] == "committed"]
+        use = committed or group
+        parts: dict[tuple[str, int], Row] = {(r["topic"], r["partition"]): r for r in use}
+        first = use[0]
+        out.append({
+            "batch_id": batch_id, "status": "committed" if committed else first["status"], "mode": first["mode"],
+            "ranges": [{"topic": t, "partition": p, "start": r["start_offset"], "end": r["end_offset"]}
+                       for (t, p), r in sorted(parts.items())],
+            "events_read": sum(r["events_read"] or 0 for r in parts.values()),
+            "events_skipped": sum(r["events_skipped"] or 0 for r in parts.values()),
+            "dead_letters": sum(r["dead_letters"] or 0 for r in parts.values()),
+            "inserted": first["inserted"], "updated": first["updated"], "deleted": first["deleted"],
+            "target_snapshot_id": first.get("target_snapshot_id"),
+            "phase_seconds": _json(first.get("phase_seconds")),
+            "staged_at": _ts(min((r["staged_at"] for r in group if r.get("staged_at")), default=None)),
+            "committed_at": _ts(max((r["committed_at"] for r in committed if r.get("committed_at")), default=None)),
+        })
+    return out
+
+
+def _json(value: str | None) -> dict[str, float]:
+    try:
+        obj = json.loads(value) if value else {}
+    except ValueError:
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def _ts(value: datetime | None) -> str | None:
+    return value.isoformat(timespec="seconds") if value else None
+
+
+def ledger_identifier(metadata_namespace: str) -> str:
+    return f"{metadata_namespace}.ledger"
+
+
+def dead_letters_identifier(metadata_namespace: str) -> str:
+    return f"{metadata_namespace}.dead_letters"

@@ -1,0 +1,47 @@
+"""Discover pipeline YAML files and load them with the job's own config loader (``cdc.config``, pyyaml only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cdc_airflow.settings import CdcSettings, ensure_import_paths
+
+if TYPE_CHECKING:
+    from cdc.config import PipelineConfig
+
+
+@dataclass(frozen=True)
+class PipelineFile:
+    path: Path
+    config: "PipelineConfig | None"
+    error: str | None = None
+
+
+def pipeline_files(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        return []
+    return sorted(p.resolve() for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def load_pipelines(settings: CdcSettings) -> list[PipelineFile]:
+    """Every YAML in the pipelines folder; a broken file yields an entry with ``error`` (the others still load)."""
+    ensure_import_paths(settings)
+    from cdc.config import load_config
+    from cdc.errors import CdcError
+
+    out: list[PipelineFile] = []
+    for path in pipeline_files(settings.pipelines_dir):
+        try:
+            out.append(PipelineFile(path, load_config(path)))
+        except CdcError as exc:
+            out.append(PipelineFile(path, None, str(exc)))
+    return out
+
+
+def load_pipeline(settings: CdcSettings, config_path: str) -> "PipelineConfig":
+    ensure_import_paths(settings)
+    from cdc.config import load_config
+
+    return load_config(config_path)

@@ -1,0 +1,103 @@
+"""``dag.test`` runs of the ingestion DAG with a fake spark-submit (the real job is exercised by the lead's
+integration tests): planning by lag, mapped ingest per table, exit-code handling, published summary."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.plugins import fake_spark
+
+pytestmark = pytest.mark.airflow
+
+YAML = """
+pipeline: dagtest
+format: json
+kafka: {bootstrap.servers: "127.0.0.1:1"}
+catalog: {name: lake, type: hadoop, warehouse: ./wh}
+tables:
+  - {topic: dbserver1.public.customers, target: inventory.customers, primary_key: [id]}
+  - {topic: dbserver1.public.orders, target: inventory.orders, primary_key: [id]}
+"""
+
+
+@pytest.fixture()
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: str) -> dict[str, Any]:
+    fake_spark.install(tmp_path / "bin")
+    monkeypatch.setenv("PATH", fake_spark.prepend_path(tmp_path / "bin"))
+    monkeypatch.setenv("FAKE_SPARK_LOG", str(tmp_path / "calls.jsonl"))
+    monkeypatch.setenv("CDC_RETRIES", "0")
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "dagtest.yaml").write_text(YAML)
+    monkeypatch.setenv("CDC_PIPELINES_DIR", str(tmp_path / "p"))
+    watermarks = {"dbserver1.public.customers": {0: 0}, "dbserver1.public.orders": {0: 7, 1: 0}}
+    offsets = types.ModuleType("cdc.kafka.offsets")
+    offsets.high_watermarks = lambda conf, topic, timeout=10: watermarks[topic]  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cdc.kafka.offsets", offsets)
+    return {"log": tmp_path / "calls.jsonl", "watermarks": watermarks}
+
+
+def run(conf: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    from cdc_airflow.ingest_dag import build_ingest_dag
+    from cdc_airflow.pipelines import load_pipelines
+    from cdc_airflow.settings import load_settings
+
+    settings = load_settings()
+    [p] = load_pipelines(settings)
+    dag = build_ingest_dag(settings, p.config)
+    dr = dag.test(run_conf=conf)
+    tis = {(ti.task_id, ti.map_index): ti for ti in dr.get_task_instances()}
+    return dr, tis
+
+
+def calls(log: Path) -> list[list[str]]:
+    return [json.loads(line)["argv"] for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_incremental_runs_only_tables_with_lag(env: dict[str, Any]) -> None:
+    dr, tis = run({})
+    assert dr.state == "success"
+    assert tis[("ingest", 0)].state == "success" and ("ingest", 1) not in tis
+    assert tis[("ingest", 0)].rendered_map_index == "inventory.orders"
+    [argv] = calls(env["log"])
+    assert argv[argv.index("--table") + 1] == "inventory.orders"
+    assert tis[("publish", -1)].state == "success"
+
+
+def test_no_lag_skips_everything(env: dict[str, Any]) -> None:
+    env["watermarks"]["dbserver1.public.orders"] = {0: 0}
+    dr, tis = run({})
+    assert dr.state == "success"
+    assert tis[("plan", -1)].state == "skipped" and calls(env["log"]) == []
+    assert tis[("publish", -1)].state == "skipped"
+
+
+def test_backfill_runs_all_selected_with_offsets(env: dict[str, Any]) -> None:
+    dr, tis = run({"mode": "backfill", "end_offsets": {"dbserver1.public.customers": {"0": 3}}})
+    assert dr.state == "success"
+    argvs = sorted(calls(env["log"]), key=lambda a: a[a.index("--table") + 1])
+    assert [a[a.index("--table") + 1] for a in argvs] == ["inventory.customers", "inventory.orders"]
+    assert json.loads(argvs[0][argvs[0].index("--end-offsets") + 1]) == {"dbserver1.public.customers": {"0": 3}}
+    assert "--end-offsets" not in argvs[1]
+    assert {ti.rendered_map_index for (t, _), ti in tis.items() if t == "ingest"} == {"inventory.customers",
+                                                                                     "inventory.orders"}
+
+
+def test_terminal_failure_fails_run_and_publish_reports(env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_SPARK_EXITS", '{"inventory.orders": 2}')
+    dr, tis = run({"mode": "backfill"})
+    assert dr.state == "failed"
+    states = {tis[k].rendered_map_index: tis[k].state for k in tis if k[0] == "ingest"}
+    assert states == {"inventory.customers": "success", "inventory.orders": "failed"}
+    assert tis[("publish", -1)].state == "failed"  # ran (none_skipped), reported, then failed for the missing table
+
+
+def test_invalid_cross_field_params_fail_in_plan(env: dict[str, Any]) -> None:
+    dr, tis = run({"start_timestamp": "2024-05-02", "end_timestamp": "2024-05-01"})
+    assert dr.state == "failed" and tis[("plan", -1)].state == "failed" and calls(env["log"]) == []
+    assert tis[("publish", -1)].state == "failed"

@@ -1,0 +1,69 @@
+"""A tiny, explicit Debezium JSON event builder for rule-by-rule merge tests.
+
+The randomized generator in ``devtools.debezium`` covers realistic streams; here each test spells out its events
+(op, key, row, log position) so the expected table is obvious from the test itself. Values are JsonConverter output
+with ``schemas.enable=true``: a Connect schema per record, exactly the shape Debezium writes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from confluent_kafka import Producer
+
+PLACEHOLDER = "__debezium_unavailable_value"
+COLUMNS = [("id", "int32", False), ("name", "string", True), ("bio", "string", True)]
+
+
+def _struct(name: str, cols=COLUMNS, optional: bool = True) -> dict[str, Any]:
+    return {"type": "struct", "name": name, "optional": optional,
+            "fields": [{"type": t, "optional": o, "field": c} for c, t, o in cols]}
+
+
+def value_schema(cols=COLUMNS) -> dict[str, Any]:
+    source = {"type": "struct", "name": "io.debezium.connector.postgresql.Source", "optional": False, "fields": [
+        {"type": "string", "optional": False, "field": "connector"}, {"type": "int64", "optional": True, "field": "lsn"},
+        {"type": "string", "optional": True, "field": "file"}, {"type": "int64", "optional": True, "field": "pos"},
+        {"type": "int32", "optional": True, "field": "row"}, {"type": "int64", "optional": False, "field": "ts_ms"}]}
+    return {"type": "struct", "name": "dbserver1.public.customers.Envelope", "optional": False, "fields": [
+        {**_struct("dbserver1.public.customers.Value", cols), "field": "before"},
+        {**_struct("dbserver1.public.customers.Value", cols), "field": "after"},
+        {**source, "field": "source"},
+        {"type": "string", "optional": False, "field": "op"},
+        {"type": "int64", "optional": True, "field": "ts_ms"}]}
+
+
+KEY_SCHEMA = {"type": "struct", "name": "dbserver1.public.customers.Key", "optional": False,
+              "fields": [{"type": "int32", "optional": False, "field": "id"}]}
+
+
+def pg(op: str, key: int | None, row: dict[str, Any] | None, lsn: int, cols=COLUMNS) -> tuple[bytes | None, bytes]:
+    """A Postgres change event (``row`` is ``after`` for c/u/r, ``before`` for d)."""
+    return _event(op, key, row, {"connector": "postgresql", "lsn": lsn, "ts_ms": 1700000000000 + lsn}, cols)
+
+
+def mysql(op: str, key: int | None, row: dict[str, Any] | None, file: str, pos: int, r: int = 0,
+          cols=COLUMNS) -> tuple[bytes | None, bytes]:
+    return _event(op, key, row, {"connector": "mysql", "file": file, "pos": pos, "row": r, "ts_ms": 1700000000000},
+                  cols)
+
+
+def _event(op, key, row, source, cols) -> tuple[bytes | None, bytes]:
+    before = row if op == "d" else None
+    after = row if op in ("c", "u", "r") else None
+    payload = {"before": before, "after": after, "source": source, "op": op, "ts_ms": source["ts_ms"] + 5}
+    value = json.dumps({"schema": value_schema(cols), "payload": payload}).encode()
+    k = None if key is None else json.dumps({"schema": KEY_SCHEMA, "payload": {"id": key}}).encode()
+    return k, value
+
+
+def tombstone(key: int) -> tuple[bytes, None]:
+    return json.dumps({"schema": KEY_SCHEMA, "payload": {"id": key}}).encode(), None
+
+
+def produce(bootstrap: str, topic: str, records, partition: int = 0) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for k, v in records:
+        p.produce(topic, key=k, value=v, partition=partition)
+    p.flush(10)

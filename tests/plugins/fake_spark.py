@@ -1,0 +1,46 @@
+"""A fake ``spark-submit`` for operator/DAG tests: records its argv, prints Spark-like chatter and a job summary.
+
+Behaviour per table (``--table``) from env FAKE_SPARK_EXITS='{"<table>": <exit code>}' (default 0); every call
+appends its argv and selected env as one JSON line to $FAKE_SPARK_LOG.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+SCRIPT = r'''#!{python}
+import json, os, sys
+argv = sys.argv[1:]
+log = os.environ.get("FAKE_SPARK_LOG")
+if log:
+    with open(log, "a") as f:
+        f.write(json.dumps({{"argv": argv, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON")}}) + "\n")
+table = argv[argv.index("--table") + 1] if "--table" in argv else None
+code = json.loads(os.environ.get("FAKE_SPARK_EXITS") or "{{}}").get(table or "*", 0)
+print("24/01/01 10:00:00 INFO SparkContext: Running Spark version 3.5.8", flush=True)
+if code:
+    print(f"error: {{table}}: simulated failure with exit {{code}}", file=sys.stderr, flush=True)
+else:
+    print(json.dumps({{"pipeline": "fake", "mode": "incremental", "tables": [{{"table": table, "topic": "t",
+        "status": "committed", "batch_id": 1, "ranges": [{{"partition": 0, "start": 0, "end": 5}}], "events_read": 5,
+        "events_skipped": 0, "dead_letters": 0, "inserted": 3, "updated": 1, "deleted": 1, "snapshot_id": 42,
+        "seconds": {{"plan": 0.1, "merge": 0.2}}}}]}}), flush=True)
+print("24/01/01 10:00:01 INFO ShutdownHookManager: Shutdown hook called", file=sys.stderr, flush=True)
+sys.exit(code)
+'''
+
+
+def install(directory: Path) -> Path:
+    """Write ``spark-submit`` into ``directory`` (put it first on PATH)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "spark-submit"
+    path.write_text(SCRIPT.format(python=sys.executable))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def prepend_path(directory: Path) -> str:
+    return f"{directory}{os.pathsep}{os.environ.get('PATH', '')}"

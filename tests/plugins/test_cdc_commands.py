@@ -1,0 +1,135 @@
+"""Pure command builders, planning and output parsing (no Airflow, Spark or Kafka)."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from cdc_airflow.commands import (RunRequest, error_line, ingest_args, lag, maintenance_args, outcome, parse_summary,
+                                  plan_tables, spark_conf, spark_env, summarize)
+
+CFG = "/p/demo.yaml"
+T = "inventory.orders"
+TOPIC = "dbserver1.public.orders"
+
+
+def test_ingest_args_incremental_minimal() -> None:
+    assert ingest_args(CFG, T, TOPIC, RunRequest()) == ["--config", CFG, "--table", T, "--mode", "incremental"]
+
+
+def test_ingest_args_all_options_and_topic_subset() -> None:
+    req = RunRequest(mode="backfill", max_records_per_partition=50,
+                     start_offsets={TOPIC: {"0": 10}, "other": {"0": 1}}, end_offsets={TOPIC: {"0": 20, "1": 5}},
+                     start_timestamp="2024-01-01T00:00:00Z", end_timestamp="1704070800000")
+    args = ingest_args(CFG, T, TOPIC, req)
+    assert args[:6] == ["--config", CFG, "--table", T, "--mode", "backfill"]
+    assert args[args.index("--max-records") + 1] == "50"
+    assert json.loads(args[args.index("--start-offsets") + 1]) == {TOPIC: {"0": 10}}  # only this table's topic
+    assert json.loads(args[args.index("--end-offsets") + 1]) == {TOPIC: {"0": 20, "1": 5}}
+    assert args[args.index("--start-timestamp") + 1] == "2024-01-01T00:00:00Z"
+    assert args[args.index("--end-timestamp") + 1] == "1704070800000"
+
+
+def test_dry_run_is_incremental_with_flag() -> None:
+    args = ingest_args(CFG, T, TOPIC, RunRequest(mode="dry_run"))
+    assert args[args.index("--mode") + 1] == "incremental" and "--dry-run" in args
+
+
+def test_maintenance_args() -> None:
+    args = maintenance_args(CFG, staging_retention_hours=72, tombstone_retention_hours=1.5,
+                            snapshot_retention_hours=168, retain_last=5, orphan_retention_hours=72, tables=[T])
+    assert args == ["--config", CFG, "--staging-retention-hours", "72", "--tombstone-retention-hours", "1.5",
+                    "--snapshot-retention-hours", "168", "--retain-last", "5", "--orphan-retention-hours", "72",
+                    "--table", T]
+
+
+def test_spark_conf_local_uses_loopback_and_pipeline_overrides() -> None:
+    conf = spark_conf("local[*]", {"spark.driver.host": "10.0.0.1", "spark.sql.shuffle.partitions": "2"}, "/v/python")
+    assert conf["spark.driver.bindAddress"] == "127.0.0.1"
+    assert conf["spark.driver.host"] == "10.0.0.1"  # the YAML wins
+    assert conf["spark.pyspark.python"] == "/v/python"
+    cluster = spark_conf("spark://master:7077", {}, "/v/python")
+    assert "spark.driver.bindAddress" not in cluster and "spark.pyspark.python" not in cluster
+
+
+def test_spark_env_appends_interpreter_bin_once() -> None:
+    env = spark_env("/venv/bin/python", "/usr/bin:/bin")
+    assert env["PYSPARK_PYTHON"] == "/venv/bin/python"
+    assert env["PATH"] == "/usr/bin:/bin:/venv/bin"
+    assert spark_env("/venv/bin/python", "/venv/bin:/bin")["PATH"] == "/venv/bin:/bin"
+
+
+def test_lag_never_negative_and_defaults_to_zero_committed() -> None:
+    assert lag({0: 10, 1: 5, 2: 0}, {0: 4, 1: 7}) == {0: 6, 1: 0, 2: 0}
+
+
+def test_plan_tables_incremental_only_tables_with_lag() -> None:
+    tables = [("a.x", "tx"), ("a.y", "ty")]
+    plans = plan_tables(tables, RunRequest(), CFG, {"a.x": {0: 0}, "a.y": {0: 3, 1: 1}})
+    assert [(p.table, p.reason) for p in plans] == [("a.y", "lag=4")]
+    assert plans[0].as_kwargs()["application_args"][:4] == ["--config", CFG, "--table", "a.y"]
+
+
+def test_plan_tables_backfill_and_explicit_range_run_all() -> None:
+    tables = [("a.x", "tx"), ("a.y", "ty")]
+    assert len(plan_tables(tables, RunRequest(mode="backfill"), CFG, None)) == 2
+    assert len(plan_tables(tables, RunRequest(end_timestamp="1"), CFG, None)) == 2
+
+
+def test_parse_summary_takes_last_json_line_even_with_trailing_stderr() -> None:
+    s1 = {"pipeline": "demo", "mode": "incremental", "tables": [{"table": "a.x", "status": "empty"}]}
+    lines = ["24/01/01 10:00:00 INFO SparkContext: Running", '{"not": "a summary"}', json.dumps(s1),
+             "24/01/01 10:00:05 INFO ShutdownHookManager: Shutdown hook called", "{broken json}"]
+    assert parse_summary(lines) == s1
+    assert parse_summary(["nothing here"]) is None
+
+
+def test_error_line_skips_spark_chatter() -> None:
+    lines = ["error: pipelines/demo.yaml: key 'tables': is required",
+             "24/01/01 10:00:05 INFO ShutdownHookManager: Shutdown hook called",
+             "2024-01-01 10:00:05,123 WARN util.Utils: Something", ""]
+    assert error_line(lines) == "error: pipelines/demo.yaml: key 'tables': is required"
+    assert error_line([]) is None
+
+
+@pytest.mark.parametrize("rc,kind", [(0, "ok"), (2, "terminal"), (75, "retryable"), (1, "failed"), (137, "failed")])
+def test_outcome(rc: int, kind: str) -> None:
+    assert outcome(rc) == kind
+
+
+def test_summarize_totals_and_missing() -> None:
+    s = {"pipeline": "demo", "tables": [{"table": "a.x", "status": "committed", "batch_id": 3, "events_read": 10,
+                                        "inserted": 4, "updated": 1, "deleted": 0,
+                                        "seconds": {"plan": 0.5, "merge": 1.25}}]}
+    report = summarize([s], ["a.x", "a.y"])
+    assert report["missing"] == ["a.y"]
+    assert report["totals"]["events_read"] == 10 and report["totals"]["inserted"] == 4
+    assert report["tables"][0]["seconds"] == 1.75
+
+
+def test_build_cdc_zip_is_content_addressed(tmp_path: Path) -> None:
+    from cdc_airflow.spark import build_cdc_zip
+
+    pkg = tmp_path / "src" / "cdc"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "m.py").write_text("X = 1\n")
+    (pkg / "sub" / "__pycache__").mkdir()
+    (pkg / "sub" / "__pycache__" / "m.cpython-311.pyc").write_bytes(b"junk")
+    z1 = build_cdc_zip(pkg, tmp_path / "build")
+    assert build_cdc_zip(pkg, tmp_path / "build") == z1
+    assert sorted(zipfile.ZipFile(z1).namelist()) == ["cdc/__init__.py", "cdc/sub/m.py"]
+    (pkg / "sub" / "m.py").write_text("X = 2\n")
+    assert build_cdc_zip(pkg, tmp_path / "build") != z1
+
+
+def test_find_iceberg_jar_default_and_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cdc_airflow.spark import find_iceberg_jar
+
+    monkeypatch.delenv("CDC_ICEBERG_JAR", raising=False)
+    assert Path(find_iceberg_jar()).name == "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
+    monkeypatch.setenv("CDC_ICEBERG_JAR", "/opt/jars/iceberg.jar")
+    assert find_iceberg_jar() == "/opt/jars/iceberg.jar"

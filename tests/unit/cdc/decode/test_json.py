@@ -1,0 +1,184 @@
+"""cdc.decode.json: JsonConverter output with and without the schema envelope, on real Debezium samples."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+from cdc.decode.json import JsonDecoder
+from cdc.decode.model import CHANGE, TOMBSTONE, Column
+from cdc.errors import DecodeError
+from tests.unit.cdc.decode import samples
+
+
+def decoder() -> JsonDecoder:
+    return JsonDecoder("topic", samples.PLACEHOLDER)
+
+
+def to_arrow(rows: list[dict], cols: list[Column]) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=pa.schema([pa.field(c.name, c.arrow_type) for c in cols]))
+
+
+def test_pg_create_with_full_schema() -> None:
+    value = samples.raw("postgresql/pg_doc_create_with_full_schema.json")
+    d = decoder()
+    cols = d.resolve_columns([(None, value)])
+    assert cols == [Column("id", pa.int32(), False), Column("first_name", pa.string(), False),
+                    Column("last_name", pa.string(), False), Column("email", pa.string(), False)]
+    e = d.bind(cols).decode(None, value)
+    assert (e.kind, e.op, e.ts_ms, e.schema_id) == (CHANGE, "c", 1559033904863, None)
+    assert e.row == {"id": 1, "first_name": "Anne", "last_name": "Kretchmar", "email": "annek@noanswer.org"}
+    assert e.source["lsn"] == 24023128 and e.source["txId"] == 555 and e.source["snapshot"] is True
+
+
+def test_pg_3_arrays_and_temporal_exact_values() -> None:
+    value = samples.raw("postgresql/pg_real_3.0.0_create_arrays_temporal_with_full_schema.json")
+    d = decoder()
+    cols = d.resolve_columns([(None, value)])
+    types = {c.name: c.arrow_type for c in cols}
+    assert types["c_date"] == pa.list_(pa.date32())
+    assert types["c_timestamp0"] == pa.list_(pa.timestamp("us"))
+    assert types["c_timestamptz"] == pa.list_(pa.timestamp("us", "UTC"))
+    assert types["c_time"] == pa.list_(pa.string()) and types["c_time_whtz"] == pa.list_(pa.int64())
+    assert types["c_binary"] == pa.list_(pa.binary()) and types["c_uuid"] == pa.list_(pa.string())
+    row = d.bind(cols).decode(None, value).row
+    assert row["c_date"] == [20118]
+    assert row["c_timestamp0"] == [1738224000000000]
+    assert row["c_timestamp3"] == [1738224000123000]
+    assert row["c_timestamp6"] == [1738224000123456]
+    assert row["c_timestamptz"] == [1738224000000000, 1738224000000000]
+    assert row["c_uuid"] == ["123e4567-e89b-12d3-a456-426614174000", "987e6543-e21b-45d3-b456-426614174111"]
+    assert row["c_json"] == ['{"name": "John"}', '{"name": "Jane"}']
+    assert row["c_time"] == ["08:00:00Z", "08:30:00Z"] and row["c_time_whtz"] == [28800000000, 53130000000]
+    assert row["c_binary"] == [b"John", b"Jane"]
+    table = to_arrow([row], cols)  # Arrow-ready
+    assert table.column("c_date").to_pylist() == [[__import__("datetime").date(2025, 1, 30)]]
+
+
+def test_mysql_all_types_key_value_lines() -> None:
+    lines = samples.path("mysql/mysql_real_2.4.0_alltypes_key_value_with_schema.txt").read_text().splitlines()
+    docs = [line.encode() for line in lines if line.startswith("{")]
+    pairs = list(zip(docs[0::2], docs[1::2]))
+    assert len(pairs) == 2
+    d = decoder()
+    cols = d.resolve_columns(pairs)
+    types = {c.name: c.arrow_type for c in cols}
+    assert types["_numeric"] == pa.string()  # decimal.handling.mode=string
+    assert types["_tinyint"] == pa.int32() and types["_bigint"] == pa.int64() and types["_float"] == pa.float32()
+    assert types["_datetime"] == pa.timestamp("us") and types["_timestamp"] == pa.timestamp("us", "UTC")
+    assert types["_point"] == types["_geometry"] == pa.struct([("wkb", pa.binary()), ("srid", pa.int32())])
+    assert d.key_columns(pairs) == [Column("_id", pa.int32(), False)]
+    b = d.bind(cols)
+    e = b.decode(*pairs[0])
+    r = e.row
+    assert e.key == {"_id": 1}
+    assert r["_numeric"] == "12345.110" and r["_fixed"] == "123456789876543212345678987654321.110"
+    assert r["_date"] == 19439 and r["_year"] == 2023 and r["_time"] == 36803000000
+    assert r["_datetime3"] == 1679581805123000 and r["_datetime6"] == 1679581805123456
+    assert r["_timestamp"] == 1679554810123456 and r["_timestamp0"] == 1679501400000000
+    assert r["_bin"] == b"bytes\x00\x00\x00\x00\x00" and r["_json"] == '{"a": "b"}' and r["_set"] == "a,b"
+    assert r["_point"] == {"wkb": bytes.fromhex("0101000000000000000000f03f000000000000f03f"), "srid": None}
+    assert (e.source["file"], e.source["pos"], e.source["row"], e.source["gtid"]) == (
+        "mysql-bin.000074", 13593, 0, "b8642e5a-af4d-11ed-b484-98f6094952c0:4210576")
+    rows = [r, b.decode(*pairs[1]).row]
+    assert to_arrow(rows, cols).num_rows == 2
+
+
+def test_sqlserver_decimal_delete() -> None:
+    key = samples.raw("misc/sqlserver_1.6.0_decimal_delete_key.json")
+    value = samples.raw("misc/sqlserver_1.6.0_decimal_delete_value.json")
+    d = decoder()
+    cols = d.resolve_columns([(key, value)])
+    assert {c.name: c.arrow_type for c in cols}["sal"] == pa.decimal128(19, 4)
+    e = d.bind(cols).decode(key, value)
+    assert (e.op, e.key, e.row["sal"], e.row["comm"]) == ("d", {"empno": 11}, Decimal("200000.0000"),
+                                                            Decimal("10.0000"))
+
+
+def test_payload_only_inference_and_decode() -> None:
+    lines = samples.path("postgresql/pg_real_1.2.1_replica_identity_full.jsonl").read_bytes().splitlines()
+    d = decoder()
+    cols = d.resolve_columns([(None, lines[-1]), (None, lines[0])])
+    assert cols == [Column("id", pa.int64()), Column("name", pa.string()), Column("description", pa.string()),
+                    Column("weight", pa.float64())]
+    b = d.bind(cols)
+    events = [b.decode(None, line) for line in lines]
+    assert [e.op for e in events].count("r") == 9
+    assert events[0].row == {"id": 101, "name": "scooter", "description": "Small 2-wheel scooter", "weight": 3.14}
+    deleted = [e for e in events if e.op == "d"]
+    assert deleted and deleted[0].row["id"] is not None
+    assert to_arrow([e.row for e in events], cols).num_rows == len(lines)
+
+
+def test_payload_only_null_field_uses_existing_type_and_toast() -> None:
+    value = samples.raw("postgresql/pg_blog_0.10_update_toast_unavailable_value.json")
+    existing = [Column("id", pa.int32(), False), Column("biography", pa.large_string())]
+    cols = decoder().resolve_columns([(None, value)], existing)
+    assert cols[0] == Column("id", pa.int32(), False)  # existing int32 accepted for JSON ints
+    e = decoder().bind(cols).decode(b'{"id": 1004}', value)
+    assert e.unavailable == ("biography",) and e.row["biography"] is None and e.key == {"id": 1004}
+    doc = json.loads(value)
+    doc["after"]["biography"] = None
+    cols = decoder().resolve_columns([(None, json.dumps(doc).encode())], existing)
+    assert {c.name: c.arrow_type for c in cols}["biography"] == pa.large_string()
+    assert {c.name: c.arrow_type for c in decoder().resolve_columns([(None, json.dumps(doc).encode())])}[
+        "biography"] == pa.string()
+
+
+def test_added_column_and_union_of_samples() -> None:
+    def docs(rel: str) -> list[bytes]:
+        return [line.encode() for line in samples.after_license(rel).splitlines() if line.startswith("{")]
+
+    old, new = docs("schema-change/mysql_flinkcdc_1.9.7_add_column_before.txt"), docs(
+        "schema-change/mysql_flinkcdc_1.9.7_add_column_after.txt")
+    d = decoder()
+    before_cols = d.resolve_columns([(None, old[-1])])
+    cols = d.resolve_columns([(None, new[-1])], before_cols)
+    assert [c.name for c in cols] == ["id", "name", "description", "weight", "age"]
+    assert cols[-1] == Column("age", pa.int32(), True)
+    b = d.bind(cols)
+    old_event, new_event = b.decode(None, old[0]), b.decode(None, new[-1])
+    assert "age" not in old_event.row and "age" in new_event.row
+    assert to_arrow([old_event.row, new_event.row], cols).num_rows == 2
+
+
+def test_tombstones() -> None:
+    b = decoder().bind([Column("id", pa.int32())])
+    assert b.decode(b'{"id": 1}', None).kind == TOMBSTONE
+    assert b.decode(None, samples.raw("mysql/mysql_tutorial_tombstone_value.json")).kind == TOMBSTONE
+
+
+@pytest.mark.parametrize("value, reason", [
+    (b"\x00\x01garbage", "value is not valid JSON"),
+    (b'{"op": "c"', "value is not valid JSON"),
+    (b"[1, 2]", "not a Debezium change event"),
+    (b'{"hello": "world"}', "no 'op' field"),
+])
+def test_bad_values(value: bytes, reason: str) -> None:
+    with pytest.raises(DecodeError, match=reason):
+        decoder().bind([]).decode(None, value)
+
+
+def test_unwrapped_rejected() -> None:
+    with pytest.raises(DecodeError, match="unwrap"):
+        decoder().decode(None, samples.raw("unwrap-smt/pg_unwrap_addfields_temporal_types.json"))
+
+
+def test_value_not_fitting_bound_type_names_column() -> None:
+    value = samples.raw("postgresql/pg_doc_create_with_full_schema.json")
+    with pytest.raises(DecodeError, match="column 'email'.*string does not fit.*int64"):
+        decoder().bind([Column("email", pa.int64())]).decode(None, value)
+    with pytest.raises(DecodeError, match="key is not valid JSON"):
+        decoder().bind([]).decode(b"{", value)
+
+
+def test_picklable_after_use() -> None:
+    value = samples.raw("postgresql/pg_doc_create_with_full_schema.json")
+    d = decoder()
+    b = d.bind(d.resolve_columns([(None, value)]))
+    b.decode(None, value)
+    assert pickle.loads(pickle.dumps(b.bind(b._columns or []))).decode(None, value).row["id"] == 1

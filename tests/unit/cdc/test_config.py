@@ -1,0 +1,58 @@
+import pytest
+
+from cdc.config import load_config, parse_config
+from cdc.errors import ConfigError
+
+BASE = {
+    "pipeline": "inventory",
+    "kafka": {"bootstrap.servers": "127.0.0.1:9092"},
+    "format": "json",
+    "catalog": {"name": "lake", "type": "hadoop", "warehouse": "/tmp/wh"},
+    "tables": [{"topic": "dbserver1.public.customers", "target": "inventory.customers", "delete_mode": "soft"}],
+}
+
+
+def test_parses_defaults_and_overrides():
+    cfg = parse_config({**BASE, "defaults": {"delete_mode": "hard", "on_bad_record": "fail"}})
+    t = cfg.tables[0]
+    assert (t.delete_mode, t.on_bad_record, t.ordering, t.primary_key) == ("soft", "fail", "auto", ())
+    assert cfg.batch.max_records_per_partition == 500_000
+    assert cfg.table("inventory.customers") is t and cfg.table("dbserver1.public.customers") is t
+
+
+@pytest.mark.parametrize("change, key", [
+    ({"format": "xml"}, "format"),
+    ({"kafka": {}}, "kafka.bootstrap.servers"),
+    ({"format": "avro"}, "schema_registry.url"),
+    ({"tables": []}, "tables"),
+    ({"tables": [{"topic": "t", "target": "no_namespace"}]}, "tables[0].target"),
+    ({"tables": [{"topic": "t", "target": "a.b", "delete_mode": "maybe"}]}, "tables[0].delete_mode"),
+    ({"tables": [{"topic": "t", "target": "a.b", "colour": 1}]}, "tables[0].colour"),
+    ({"batch": {"max_records_per_partition": 0}}, "batch.max_records_per_partition"),
+    ({"tables": [{"topic": "t", "target": "a.b", "max_dead_letter_ratio": 2}]}, "tables[0].max_dead_letter_ratio"),
+])
+def test_errors_name_the_file_and_key(tmp_path, change, key):
+    import yaml
+
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({**BASE, **change}))
+    with pytest.raises(ConfigError) as exc:
+        load_config(path)
+    assert str(path) in str(exc.value) and f"'{key}'" in str(exc.value)
+
+
+def test_env_substitution_and_redaction():
+    raw = {**BASE, "kafka": {"bootstrap.servers": "${BROKER}", "sasl.password": "${PW}"}}
+    cfg = parse_config(raw, env={"BROKER": "b:9092", "PW": "s3cret"})
+    assert cfg.kafka["sasl.password"] == "s3cret"
+    assert "s3cret" not in repr(cfg.redacted())
+    with pytest.raises(ConfigError, match="PW is not set"):
+        parse_config(raw, env={"BROKER": "b:9092"})
+
+
+def test_relative_warehouse_resolves_against_the_yaml_directory(tmp_path):
+    import yaml
+
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "catalog": {"warehouse": "wh"}}))
+    assert load_config(path).catalog.warehouse == str(tmp_path / "wh")

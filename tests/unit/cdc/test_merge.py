@@ -1,0 +1,84 @@
+"""The MERGE contract as SQL text. Behaviour on real tables is covered in tests/integration/test_merge_rules.py."""
+
+from cdc.merge import (MergeSpec, classify_sql, merge_target_sql, merge_tombstones_sql, newer_sql, newest_sql, q,
+                       truncate_sql, tuple_cmp_literal, tuple_gt)
+
+SPEC = MergeSpec(target="lake.inv.customers", staging="lake.meta.staging__inv__customers",
+                 tombstones="lake.meta.tombstones__inv__customers", batch_id=7, key=("id",),
+                 columns=("id", "name", "bio"), ordering=("__lsn",))
+
+
+def test_quote_escapes_backticks():
+    assert q("a`b") == "`a``b`"
+
+
+def test_tuple_gt_is_lexicographic_with_null_as_minus_infinity():
+    sql = tuple_gt("s", "t", ["a", "b"])
+    assert sql == ("((s.`a` > coalesce(t.`a`, -9223372036854775808)) OR "
+                   "(s.`a` = coalesce(t.`a`, -9223372036854775808) AND s.`b` > coalesce(t.`b`, -9223372036854775808)))")
+
+
+def test_tuple_cmp_literal():
+    assert tuple_cmp_literal("t", ["f", "p"], [10, 4], "<") == "((t.`f` < 10) OR (t.`f` = 10 AND t.`p` < 4))"
+
+
+def test_newer_is_strictly_greater_position():
+    assert newer_sql("s", "t", ["__lsn"]) == "((s.`__lsn` > coalesce(t.`__lsn`, -9223372036854775808)))"
+
+
+def test_newest_keeps_one_row_per_key_newest_first():
+    sql = newest_sql(SPEC, "SELECT 1")
+    assert "PARTITION BY `id` ORDER BY `__lsn` DESC, `__partition` DESC, `__offset` DESC" in sql
+    assert "WHERE `__rn` = 1" in sql
+    assert "__carry" not in sql  # no TOAST columns in this batch → no carry windows
+
+
+def test_toast_columns_carry_the_latest_available_value():
+    spec = MergeSpec(**{**SPEC.__dict__, "toast_columns": ("bio",)})
+    newest = newest_sql(spec, "SELECT 1")
+    assert ("last(IF(array_contains(`__unavailable`, 'bio'), NULL, named_struct('v', `bio`)), true) OVER w_carry "
+            "AS `bio__carry`") in newest
+    classify = classify_sql(spec, "X")
+    assert "CASE WHEN s.`bio__carry` IS NULL THEN t.`bio` ELSE s.`bio__carry`.v END AS `bio`" in classify
+
+
+def test_classify_hard_mode_checks_row_and_tombstone():
+    sql = classify_sql(SPEC, "X")
+    assert "LEFT JOIN lake.inv.customers t ON s.`id` = t.`id`" in sql
+    assert "LEFT JOIN lake.meta.tombstones__inv__customers d ON s.`id` = d.`id`" in sql
+    assert "WHEN d.`id` IS NOT NULL AND NOT" in sql
+
+
+def test_classify_soft_mode_treats_deleted_rows_as_tombstones():
+    soft = MergeSpec(**{**SPEC.__dict__, "delete_mode": "soft", "tombstones": None})
+    sql = classify_sql(soft, "X")
+    assert "tombstones" not in sql
+    assert "NOT coalesce(t.`__deleted`, false)" in sql
+
+
+def test_merge_hard_deletes_and_updates_only_newer_actions():
+    sql = merge_target_sql(SPEC, "v")
+    assert sql.startswith("MERGE INTO lake.inv.customers t USING (SELECT * FROM v WHERE `__action` <> 'skip') s "
+                          "ON t.`id` = s.`id` ")
+    assert "WHEN MATCHED AND s.`__action` = 'delete' THEN DELETE" in sql
+    assert "t.`name` = s.`name`" in sql and "t.`__batch_id` = 7" in sql
+    assert "t.`id` = s.`id`," not in sql  # the key is never updated
+
+
+def test_merge_soft_marks_rows_deleted():
+    soft = MergeSpec(**{**SPEC.__dict__, "delete_mode": "soft", "tombstones": None})
+    sql = merge_target_sql(soft, "v")
+    assert "THEN DELETE" not in sql
+    assert "t.`__deleted` = true" in sql and "t.`__deleted` = false" in sql
+
+
+def test_tombstones_remember_delete_positions():
+    sql = merge_tombstones_sql(SPEC, "v")
+    assert "WHERE `__action` IN ('delete', 'tombstone')" in sql
+    assert "t.`__lsn` = s.`__lsn`" in sql
+
+
+def test_truncate_hard_deletes_rows_and_tombstones_before_the_position():
+    stmts = truncate_sql(SPEC, (100,))
+    assert stmts == ["DELETE FROM lake.inv.customers t WHERE ((t.`__lsn` < 100))",
+                     "DELETE FROM lake.meta.tombstones__inv__customers t WHERE ((t.`__lsn` < 100))"]
