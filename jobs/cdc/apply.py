@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from cdc.decode.model import Column
+from cdc.faults import checkpoint
 from cdc.merge import (MergeSpec, changes_sql, classify_sql, merge_target_sql, merge_tombstones_sql, newest_sql,
                        staged_truncates_sql, truncate_sql, tuple_cmp_literal)
 from cdc.stage import toast_columns
@@ -56,6 +57,7 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
         truncated = spark.sql(f"SELECT count(*) FROM {names.target} t WHERE {older}{live}").first()[0]
         for stmt in truncate_sql(spec, own):
             spark.sql(stmt)
+        checkpoint("after_truncate")
 
     classified = spark.sql(classify_sql(spec, newest_sql(spec, changes_sql(spec)))).localCheckpoint()
     actions = {r["__action"]: int(r["count"]) for r in classified.groupBy("__action").count().collect()}
@@ -64,6 +66,7 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
     try:
         if any(actions.get(a) for a in ("insert", "update", "delete", "tombstone")):
             spark.sql(merge_target_sql(spec, view))
+            checkpoint("after_merge")
             if not soft and (actions.get("delete") or actions.get("tombstone")):
                 spark.sql(merge_tombstones_sql(spec, view))
     finally:

@@ -70,6 +70,8 @@ class BatchConfig:
     chunk_size: int = 100_000
     # A read that makes no progress for this long fails (retryable) instead of hanging.
     read_timeout_seconds: float = 60.0
+    # A batch claimed by a run on another host is taken over after this long (same host: as soon as it is dead).
+    claim_timeout_minutes: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -249,7 +251,8 @@ class _Parser:
 
     def batch(self, raw: dict[str, Any]) -> BatchConfig:
         b = self.mapping(raw, "batch")
-        self.unknown(b, {"max_records_per_partition", "chunk_size", "read_timeout_seconds"}, "batch.")
+        self.unknown(b, {"max_records_per_partition", "chunk_size", "read_timeout_seconds", "claim_timeout_minutes"},
+                     "batch.")
         d = BatchConfig()
         return BatchConfig(
             max_records_per_partition=self.number(b.get("max_records_per_partition", d.max_records_per_partition),
@@ -257,6 +260,8 @@ class _Parser:
             chunk_size=self.number(b.get("chunk_size", d.chunk_size), "batch.chunk_size", int, 1),
             read_timeout_seconds=self.number(b.get("read_timeout_seconds", d.read_timeout_seconds),
                                              "batch.read_timeout_seconds", float, 0.1),
+            claim_timeout_minutes=self.number(b.get("claim_timeout_minutes", d.claim_timeout_minutes),
+                                              "batch.claim_timeout_minutes", float, 0),
         )
 
     def table(self, t: dict[str, Any], i: int) -> TableConfig:

@@ -1,18 +1,34 @@
-"""The offsets ledger: one Iceberg row per (table, batch, topic, partition).
+"""The offsets ledger: one Iceberg row per (table, batch, topic, partition), partitioned by table.
 
-Lifecycle of a batch: rows are appended with ``status = 'staged'`` once its records are in the staging table, and
-updated to ``'committed'`` (with counts and the target snapshot id) after the MERGE. A batch is done only when
-committed. The next incremental batch of a partition starts at the highest committed ``end_offset`` of incremental
-batches; a batch still ``staged`` is re-merged from the staging table (no Kafka read) before anything else.
+Lifecycle of a batch (``status``):
+
+* ``claimed`` — appended right after planning by the run that will process the batch (``run_id``, ``owner``). The
+  claim is a MERGE on (pipeline, table, batch_id): of two runs racing for the same table, one commit wins and the other
+  sees a commit conflict or the winner's row and refuses with ``ConcurrentRunError``.
+* ``staged`` — the batch's records are in the staging table; counts per partition are filled in.
+* ``committed`` — the target MERGE is done; counts and the target snapshot id are filled in.
+
+The next incremental batch of a partition starts at the highest committed ``end_offset`` of incremental batches. A
+batch left ``claimed`` or ``staged`` by a run that died is taken over by the next run once its owner is known dead
+(same host: the process is gone) or its claim is older than ``batch.claim_timeout_minutes``.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
+import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence, TypeVar
 
+from cdc.errors import ConcurrentRunError
 from cdc.merge import lit
+
+T = TypeVar("T")
+_CONFLICT_MARKERS = ("ValidationException", "CommitFailedException", "CommitStateUnknownException",
+                     "Found conflicting files", "AlreadyExistsException")
 
 
 @dataclass(frozen=True)
@@ -30,12 +46,41 @@ class LedgerRange:
 class PendingBatch:
     batch_id: int
     mode: str
+    status: str  # claimed | staged
     ranges: tuple[LedgerRange, ...]
-    truncate_barrier: tuple[int, ...] | None
+    run_id: str
+    owner: str
+    claimed_at: datetime | None
 
 
-def _barrier(text: str | None) -> tuple[int, ...] | None:
-    return tuple(json.loads(text)) if text else None
+def process_owner() -> str:
+    """``host:pid:start`` of this process (start time makes PID reuse harmless)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid())}"
+
+
+def _start_time(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "?"
+
+
+def owner_alive(owner: str, claimed_at: datetime | None, lease_seconds: float) -> bool:
+    """Is the run that owns a pending batch still running? Same host: ask the OS; else trust the lease."""
+    host, _, rest = owner.partition(":")
+    pid, _, start = rest.partition(":")
+    if host == socket.gethostname() and pid.isdigit() and start != "?":
+        return _start_time(int(pid)) == start
+    if claimed_at is None:
+        return False
+    age = time.time() - claimed_at.replace(tzinfo=claimed_at.tzinfo or timezone.utc).timestamp()
+    return age < lease_seconds
+
+
+def is_commit_conflict(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(m in text for m in _CONFLICT_MARKERS)
 
 
 class Ledger:
@@ -44,6 +89,21 @@ class Ledger:
 
     def _where(self, table: str) -> str:
         return f"pipeline = {lit(self.pipeline)} AND table_name = {lit(table)}"
+
+    def _write(self, what: str, table: str, sql: str, attempts: int = 3) -> None:
+        """Run a ledger write; conflicts with other tables' commits are retried, real races are reported."""
+        for attempt in range(attempts):
+            try:
+                self.spark.sql(sql)
+                return
+            except Exception as exc:
+                if not is_commit_conflict(exc):
+                    raise
+                if attempt == attempts - 1:
+                    raise ConcurrentRunError(
+                        f"table {table}: ledger {what} kept conflicting with concurrent commits; another run is "
+                        "probably processing this table. Retry later") from None
+                time.sleep(0.5 * (attempt + 1))
 
     def committed_offsets(self, table: str, topic: str) -> dict[int, int]:
         """Incremental cursor: partition → end of the last committed incremental batch."""
@@ -58,49 +118,91 @@ class Ledger:
         return 1 if row is None or row["b"] is None else int(row["b"]) + 1
 
     def pending(self, table: str) -> PendingBatch | None:
-        """The batch that was staged but not committed (a run died during or before the merge)."""
+        """The oldest batch that is claimed or staged but not committed."""
         rows = self.spark.sql(
-            f"SELECT * FROM {self.name} WHERE {self._where(table)} AND status = 'staged' ORDER BY batch_id, "
-            "topic, `partition`").collect()
+            f"SELECT * FROM {self.name} WHERE {self._where(table)} AND status IN ('claimed', 'staged') "
+            "ORDER BY batch_id, topic, `partition`").collect()
         if not rows:
             return None
-        first = rows[0]["batch_id"]
-        mine = [r for r in rows if r["batch_id"] == first]
+        mine = [r for r in rows if r["batch_id"] == rows[0]["batch_id"]]
         return PendingBatch(
-            batch_id=int(first), mode=mine[0]["mode"],
+            batch_id=int(mine[0]["batch_id"]), mode=mine[0]["mode"], status=mine[0]["status"],
             ranges=tuple(LedgerRange(r["topic"], r["partition"], r["start_offset"], r["end_offset"],
-                                     r["events_read"], r["events_skipped"], r["dead_letters"]) for r in mine),
-            truncate_barrier=_barrier(mine[0]["truncate_barrier"]),
-        )
+                                     r["events_read"] or 0, r["events_skipped"] or 0, r["dead_letters"] or 0)
+                         for r in mine),
+            run_id=mine[0]["run_id"], owner=mine[0]["owner"] or "", claimed_at=mine[0]["claimed_at"])
 
     def barrier(self, table: str, before_batch: int) -> tuple[int, ...] | None:
         """Newest truncate position recorded by earlier batches of the table."""
         rows = self.spark.sql(
             f"SELECT DISTINCT truncate_barrier FROM {self.name} WHERE {self._where(table)} "
             f"AND batch_id < {int(before_batch)} AND truncate_barrier IS NOT NULL").collect()
-        found = [b for b in (_barrier(r[0]) for r in rows) if b]
+        found = [tuple(json.loads(r[0])) for r in rows if r[0]]
         return max(found) if found else None
 
-    def record_staged(self, table: str, batch_id: int, mode: str, ranges: Sequence[LedgerRange],
-                      barrier: tuple[int, ...] | None) -> None:
-        values = []
-        for r in ranges:
-            values.append(
-                f"({lit(self.pipeline)}, {lit(table)}, {int(batch_id)}, {lit(mode)}, {lit(r.topic)}, "
-                f"{int(r.partition)}, {int(r.start)}, {int(r.end)}, 'staged', {int(r.events_read)}, "
-                f"{int(r.events_skipped)}, {int(r.dead_letters)}, NULL, NULL, NULL, NULL, "
-                f"{lit(json.dumps(list(barrier))) if barrier else 'NULL'}, NULL, current_timestamp(), NULL)")
-        self.spark.sql(f"INSERT INTO {self.name} VALUES {', '.join(values)}")
+    def owners(self, table: str, batch_id: int) -> set[str]:
+        rows = self.spark.sql(f"SELECT DISTINCT run_id FROM {self.name} WHERE {self._where(table)} "
+                              f"AND batch_id = {int(batch_id)}").collect()
+        return {r[0] for r in rows}
 
-    def mark_committed(self, table: str, batch_id: int, counts: dict[str, int], snapshot_id: int | None,
-                       barrier: tuple[int, ...] | None, phase_seconds: dict[str, float]) -> None:
+    def claim(self, table: str, batch_id: int, mode: str, ranges: Sequence[LedgerRange], run_id: str) -> None:
+        """Claim ``batch_id`` for this run, or raise ``ConcurrentRunError`` if another run got it first."""
+        values = ", ".join(
+            f"({lit(self.pipeline)}, {lit(table)}, {int(batch_id)}, {lit(mode)}, {lit(r.topic)}, {int(r.partition)}, "
+            f"{int(r.start)}, {int(r.end)}, 'claimed', {_NULLS}, {lit(run_id)}, {lit(process_owner())}, "
+            "current_timestamp())" for r in ranges)
+        src = f"SELECT * FROM (VALUES {values}) AS v({_COLUMNS})"
+        sql = (f"MERGE INTO {self.name} l USING ({src}) s ON l.pipeline = s.pipeline AND l.table_name = s.table_name "
+               "AND l.batch_id = s.batch_id WHEN NOT MATCHED THEN INSERT *")
+        self._guarded(table, batch_id, run_id, "claim", lambda: self.spark.sql(sql))
+
+    def take_over(self, table: str, pending: PendingBatch, run_id: str) -> None:
+        sql = (f"UPDATE {self.name} SET run_id = {lit(run_id)}, owner = {lit(process_owner())}, "
+               f"claimed_at = current_timestamp() WHERE {self._where(table)} AND batch_id = {pending.batch_id} "
+               f"AND run_id = {lit(pending.run_id)}")
+        self._guarded(table, pending.batch_id, run_id, "take-over", lambda: self.spark.sql(sql))
+
+    def _guarded(self, table: str, batch_id: int, run_id: str, what: str, write: Callable[[], Any]) -> None:
+        try:
+            write()
+        except Exception as exc:
+            if not is_commit_conflict(exc):
+                raise
+        others = self.owners(table, batch_id) - {run_id}
+        if others or run_id not in self.owners(table, batch_id):
+            raise ConcurrentRunError(
+                f"table {table}: batch {batch_id} is being processed by another run ({', '.join(sorted(others))}); "
+                f"this run ({what}) stops without writing. Retry later")
+
+    def mark_staged(self, table: str, batch_id: int, run_id: str, ranges: Sequence[LedgerRange],
+                    barrier: tuple[int, ...] | None) -> None:
+        def per_partition(field: str) -> str:
+            cases = " ".join(f"WHEN {int(r.partition)} THEN {int(getattr(r, field))}" for r in ranges)
+            return f"{field} = CASE `partition` {cases} ELSE 0 END"
+
+        sets = ["status = 'staged'", per_partition("events_read"), per_partition("events_skipped"),
+                per_partition("dead_letters"),
+                f"truncate_barrier = {lit(json.dumps(list(barrier))) if barrier else 'NULL'}",
+                "staged_at = current_timestamp()"]
+        self._write("update", table, f"UPDATE {self.name} SET {', '.join(sets)} WHERE {self._where(table)} "
+                                     f"AND batch_id = {int(batch_id)} AND run_id = {lit(run_id)}")
+
+    def mark_committed(self, table: str, batch_id: int, run_id: str, counts: dict[str, int], snapshot_id: int | None,
+                       phase_seconds: dict[str, float]) -> None:
         sets = [
             "status = 'committed'",
             *(f"{k} = {int(counts.get(k, 0))}" for k in ("inserted", "updated", "deleted")),
             f"target_snapshot_id = {int(snapshot_id) if snapshot_id is not None else 'NULL'}",
-            f"truncate_barrier = {lit(json.dumps(list(barrier))) if barrier else 'NULL'}",
             f"phase_seconds = {lit(json.dumps({k: round(v, 3) for k, v in phase_seconds.items()}))}",
             "committed_at = current_timestamp()",
         ]
-        self.spark.sql(f"UPDATE {self.name} SET {', '.join(sets)} WHERE {self._where(table)} "
-                       f"AND batch_id = {int(batch_id)}")
+        self._write("commit", table, f"UPDATE {self.name} SET {', '.join(sets)} WHERE {self._where(table)} "
+                                     f"AND batch_id = {int(batch_id)} AND run_id = {lit(run_id)}")
+
+
+_NULLS = ("CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), "
+          "CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS STRING), "
+          "CAST(NULL AS STRING), CAST(NULL AS TIMESTAMP), CAST(NULL AS TIMESTAMP)")
+_COLUMNS = ("pipeline, table_name, batch_id, mode, topic, `partition`, start_offset, end_offset, status, events_read, "
+            "events_skipped, dead_letters, inserted, updated, deleted, target_snapshot_id, truncate_barrier, "
+            "phase_seconds, staged_at, committed_at, run_id, owner, claimed_at")

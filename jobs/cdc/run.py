@@ -8,21 +8,24 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
 from cdc import errors
-from cdc.apply import apply_batch
+from cdc.apply import apply_batch, batch_truncate
 from cdc.config import PipelineConfig, TableConfig
 from cdc.decode.model import Column
-from cdc.errors import CdcError, ConfigError
+from cdc.errors import CdcError, ConcurrentRunError, ConfigError
+from cdc.faults import checkpoint
 from cdc.kafka.plan import Bounds, PartitionRange, cap_ranges, plan_backfill, plan_incremental, read_samples, \
     split_chunks
 from cdc.kafka.read import ReadSpec
-from cdc.ledger import Ledger, LedgerRange, PendingBatch
+from cdc.ledger import Ledger, LedgerRange, PendingBatch, owner_alive
 from cdc.ordering import Ordering, from_columns, resolve
-from cdc.stage import check_dead_letter_ratio, count, record_dead_letters, stage, staged_key_and_ordering
+from cdc.stage import (PartitionCounts, check_dead_letter_ratio, count, record_dead_letters, stage,
+                       staged_key_and_ordering)
 from cdc.tables import TableNames, ensure_meta_tables, existing_columns, names, staging_columns, target_meta
 
 _TASK_ERROR = re.compile(r"\[cdc:(\w+)\] (.+)")
@@ -101,6 +104,7 @@ class TableRun:
     def __init__(self, spark: Any, cfg: PipelineConfig, table: TableConfig, ledger: Ledger):
         self.spark, self.cfg, self.t, self.ledger = spark, cfg, table, ledger
         self.names: TableNames = names(cfg, table)
+        self.run_id = uuid.uuid4().hex
 
     def incremental(self, dry_run: bool) -> TableResult:
         result = TableResult(self.t.target, self.t.topic)
@@ -136,15 +140,29 @@ class TableRun:
         return total
 
     def recover(self, result: TableResult) -> None:
+        """Finish a batch a dead run left claimed or staged (or refuse while its owner is still running)."""
         pending = self.ledger.pending(self.t.target)
         if pending is None:
+            return
+        lease = self.cfg.batch.claim_timeout_minutes * 60
+        if owner_alive(pending.owner, pending.claimed_at, lease):
+            raise ConcurrentRunError(
+                f"table {self.t.target}: batch {pending.batch_id} is being processed by another run (owner "
+                f"{pending.owner}, claimed at {pending.claimed_at}); retry later. If that run is dead, the batch is "
+                f"taken over after batch.claim_timeout_minutes ({self.cfg.batch.claim_timeout_minutes:g})")
+        with phase(result, "recover"):
+            self.ledger.take_over(self.t.target, pending, self.run_id)
+        checkpoint("after_claim")
+        result.recovered_batch_id = pending.batch_id
+        ranges = [PartitionRange(r.partition, r.start, r.end) for r in pending.ranges]
+        if pending.status == "claimed":  # staging may be partial: read the same ranges again
+            self.stage_and_merge(TableResult(self.t.target, self.t.topic), pending.batch_id, ranges, pending.mode)
             return
         with phase(result, "recover"):
             key, (kind, paths) = staged_key_and_ordering(self.spark, self.names.staging)
             ordering = Ordering(kind, paths)
             row_cols = self.row_columns_of_staging(ordering)
-            self.merge_and_commit(result, pending.batch_id, row_cols, key, ordering)
-        result.recovered_batch_id = pending.batch_id
+        self.merge_and_commit(TableResult(self.t.target, self.t.topic), pending.batch_id, row_cols, key, ordering)
 
     def row_columns_of_staging(self, ordering: Ordering) -> list[Column]:
         fixed = {c.name for c in staging_columns([], ordering.columns)}
@@ -155,14 +173,25 @@ class TableRun:
         if not any(r.size for r in ranges):
             result.status = "empty"
             return
-        with phase(result, "plan"):
-            row_cols, key, ordering, decoder = self.batch_schema(ranges)
-            batch_id = self.ledger.next_batch_id(self.t.target)
-        result.batch_id = batch_id
         if dry_run:
+            with phase(result, "plan"):
+                self.batch_schema(ranges)
+                result.batch_id = self.ledger.next_batch_id(self.t.target)
             result.status = "dry_run"
             result.events_read = sum(r.size for r in ranges)
             return
+        with phase(result, "plan"):
+            batch_id = self.ledger.next_batch_id(self.t.target)
+            self.ledger.claim(self.t.target, batch_id, mode,
+                              [LedgerRange(self.t.topic, r.partition, r.start, r.end) for r in ranges], self.run_id)
+        checkpoint("after_claim")
+        self.stage_and_merge(result, batch_id, ranges, mode)
+
+    def stage_and_merge(self, result: TableResult, batch_id: int, ranges: list[PartitionRange], mode: str) -> None:
+        result.batch_id = batch_id
+        result.ranges = [{"partition": r.partition, "start": r.start, "end": r.end} for r in ranges]
+        with phase(result, "plan"):
+            row_cols, key, ordering, decoder = self.batch_schema(ranges)
         spec = ReadSpec(
             table=self.t.target, kafka_conf=dict(self.cfg.kafka), decoder=decoder.bind(row_cols), ordering=ordering,
             key=tuple(key), row_columns=tuple(row_cols),
@@ -174,15 +203,15 @@ class TableRun:
             record_dead_letters(self.spark, self.names, self.cfg.pipeline, self.t.target, batch_id)
             check_dead_letter_ratio(self.t.target, counts, self.t.max_dead_letter_ratio, self.names.dead_letters,
                                     batch_id)
-        from cdc.apply import batch_truncate
-
+        checkpoint("after_stage")
         with phase(result, "ledger"):
             own = batch_truncate(self.spark, self.names.staging, batch_id, ordering.columns)
-            self.ledger.record_staged(self.t.target, batch_id, mode, [
-                LedgerRange(self.t.topic, r.partition, r.start, r.end, *(
-                    (counts[r.partition].events_read, counts[r.partition].events_skipped,
-                     counts[r.partition].dead_letters) if r.partition in counts else (0, 0, 0)))
+            zero = PartitionCounts(0, 0, 0, 0)
+            self.ledger.mark_staged(self.t.target, batch_id, self.run_id, [
+                LedgerRange(self.t.topic, r.partition, r.start, r.end, counts.get(r.partition, zero).events_read,
+                            counts.get(r.partition, zero).events_skipped, counts.get(r.partition, zero).dead_letters)
                 for r in ranges], own)
+        checkpoint("after_staged")
         result.events_read = sum(c.events_read for c in counts.values())
         result.events_skipped = sum(c.events_skipped for c in counts.values())
         result.dead_letters = sum(c.dead_letters for c in counts.values())
@@ -194,10 +223,12 @@ class TableRun:
             previous = self.ledger.barrier(self.t.target, batch_id)
             applied = apply_batch(self.spark, self.names, batch_id, row_cols, key, ordering.columns,
                                   self.t.delete_mode, previous)
+        checkpoint("before_commit")
         with phase(result, "commit"):
             counts = {"inserted": applied.inserted, "updated": applied.updated, "deleted": applied.deleted}
-            self.ledger.mark_committed(self.t.target, batch_id, counts, applied.snapshot_id, applied.barrier,
+            self.ledger.mark_committed(self.t.target, batch_id, self.run_id, counts, applied.snapshot_id,
                                        result.seconds)
+        checkpoint("after_commit")
         result.inserted += applied.inserted
         result.updated += applied.updated
         result.deleted += applied.deleted
@@ -212,10 +243,18 @@ class TableRun:
         samples = read_samples(self.cfg.kafka, self.t.topic, ranges, timeout=self.cfg.batch.read_timeout_seconds)
         target_cols = existing_columns(self.spark, self.names.target)
         existing = [c for c in target_cols if c.name not in META_NAMES]
-        cols = list(decoder.resolve_columns(samples, existing))
-        if existing and not self.t.allow_field_addition:
-            have = {c.name for c in existing}
-            cols = [c for c in cols if c.name in have]
+        from cdc import evolution
+        from cdc.kafka.plan import find_first
+
+        try:  # table columns vs newest source schema: widen / add / keep dropped (cdc.evolution), or fail now
+            cols = evolution.plan(existing, decoder.source_columns(samples, existing),
+                                  self.t.allow_field_addition).columns
+        except evolution.Incompatible as exc:  # nothing written yet; name the first record with the new type
+            old = next(c.arrow_type for c in existing if c.name == exc.top)
+            where = find_first(self.cfg.kafka, self.t.topic, ranges,
+                               lambda k, v: evolution.offends(exc, old, decoder.record_columns(k, v, existing)),
+                               timeout=max(30.0, self.cfg.batch.read_timeout_seconds))
+            raise evolution.evolution_error(self.t.target, self.t.topic, exc, where) from None
         key = self.t.primary_key or tuple(c.name for c in decoder.key_columns(samples))
         missing = [k for k in key if k not in {c.name for c in cols}]
         if not key or missing:

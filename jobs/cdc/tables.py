@@ -48,7 +48,8 @@ LEDGER_DDL = """
   pipeline string, table_name string, batch_id bigint, mode string, topic string, `partition` int,
   start_offset bigint, end_offset bigint, status string, events_read bigint, events_skipped bigint,
   dead_letters bigint, inserted bigint, updated bigint, deleted bigint, target_snapshot_id bigint,
-  truncate_barrier string, phase_seconds string, staged_at timestamp, committed_at timestamp
+  truncate_barrier string, phase_seconds string, staged_at timestamp, committed_at timestamp, run_id string,
+  owner string, claimed_at timestamp
 """
 DEAD_LETTERS_DDL = """
   pipeline string, table_name string, batch_id bigint, topic string, `partition` int, `offset` bigint,
@@ -150,8 +151,11 @@ def existing_columns(spark: Any, name: str) -> list[Column]:
 def ensure_meta_tables(spark: Any, cfg: PipelineConfig) -> None:
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {cfg.catalog.name}.{cfg.metadata_namespace}")
     n = f"{cfg.catalog.name}.{cfg.metadata_namespace}"
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {n}.ledger ({LEDGER_DDL}) USING iceberg "
-              f"TBLPROPERTIES ({props_sql({'write.update.mode': 'copy-on-write'})})")
+    # Copy-on-write + serializable isolation: two runs claiming the same batch conflict at commit time.
+    cow = {f"write.{op}.mode": "copy-on-write" for op in ("delete", "update", "merge")}
+    iso = {f"write.{op}.isolation-level": "serializable" for op in ("delete", "update", "merge")}
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {n}.ledger ({LEDGER_DDL}) USING iceberg PARTITIONED BY (table_name) "
+              f"TBLPROPERTIES ({props_sql({**cow, **iso})})")
     spark.sql(f"CREATE TABLE IF NOT EXISTS {n}.dead_letters ({DEAD_LETTERS_DDL}) USING iceberg "
               f"TBLPROPERTIES ({props_sql()})")
 
@@ -187,12 +191,23 @@ def ensure_tombstones(spark: Any, name: str, key_cols: Sequence[Column], orderin
 
 
 def evolve(spark: Any, name: str, wanted: Sequence[Column]) -> None:
-    """Add missing columns and apply widenings (the caller has checked they are safe)."""
-    have = {c.name: c for c in existing_columns(spark, name)}
-    for c in wanted:
-        old = have.get(c.name)
-        new_type = spark_type(c.arrow_type).simpleString()
-        if old is None:
-            spark.sql(f"ALTER TABLE {name} ADD COLUMN {q(c.name)} {new_type}")
-        elif spark_type(old.arrow_type).simpleString() != new_type and not pa.types.is_nested(c.arrow_type):
-            spark.sql(f"ALTER TABLE {name} ALTER COLUMN {q(c.name)} TYPE {new_type}")
+    """Add missing (nested) columns and apply safe widenings (``cdc.evolution``); never drops, narrows or reorders.
+
+    An incompatible type raises ``SchemaEvolutionError`` (the batch plan checks the target first, so this only
+    fires for a table that drifted, e.g. a staging table of an abandoned batch).
+    """
+    from cdc.errors import SchemaEvolutionError
+    from cdc.evolution import ADD, Incompatible, table_changes
+
+    try:
+        changes = table_changes(existing_columns(spark, name), wanted)
+    except Incompatible as exc:
+        raise SchemaEvolutionError(f"table {name}: column {exc.column!r} is {exc.old} and cannot take {exc.new}; "
+                                   "migrate the table by hand") from None
+    for ch in changes:
+        path = ".".join(q(p) for p in ch.path)
+        new_type = spark_type(ch.new).simpleString()
+        if ch.kind == ADD:
+            spark.sql(f"ALTER TABLE {name} ADD COLUMN {path} {new_type}")
+        else:
+            spark.sql(f"ALTER TABLE {name} ALTER COLUMN {path} TYPE {new_type}")

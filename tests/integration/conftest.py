@@ -44,16 +44,27 @@ class Pipe:
                               "ORDER BY batch_id, `partition`").collect()
 
 
+@pytest.fixture(scope="session")
+def registry():
+    """An in-process Confluent-compatible schema registry (``devtools.registry``) for Avro pipelines."""
+    from devtools.registry import LocalSchemaRegistry
+
+    with LocalSchemaRegistry() as r:
+        yield r
+
+
 @pytest.fixture
 def make_pipe(spark, broker, warehouse):
     from cdc.config import parse_config
 
-    def make(partitions: int = 1, fmt: str = "json", **table: Any) -> Pipe:
+    def make(partitions: int = 1, fmt: str = "json", schema_registry: dict[str, Any] | None = None,
+             **table: Any) -> Pipe:
         topic = unique("dbserver1.public.customers_")
         broker.create_topic(topic, partitions=partitions)
         ns = unique("t")
         cfg = parse_config({
             "pipeline": "tests", "kafka": {"bootstrap.servers": broker.bootstrap}, "format": fmt,
+            **({"schema_registry": schema_registry} if schema_registry else {}),
             "catalog": {"name": "lake", "type": "hadoop", "warehouse": str(warehouse)},
             "metadata_namespace": unique("meta"),
             "batch": {"read_timeout_seconds": 20},

@@ -20,6 +20,7 @@ from typing import Any, Mapping, Protocol, Sequence
 from urllib.parse import urlsplit
 
 from fastavro import parse_schema, schemaless_reader
+from fastavro.read import SchemaResolutionError
 
 from cdc.config import DEFAULT_PLACEHOLDER
 from cdc.decode import Decoder, Sample
@@ -149,9 +150,27 @@ class AvroDecoder(Decoder):
     # ------------------------------------------------------------------------------------------------- schema side
 
     def resolve_columns(self, samples: Sequence[Sample], existing: Sequence[Column] = ()) -> list[Column]:
+        return merge_columns(existing, self.source_columns(samples, existing))
+
+    def source_columns(self, samples: Sequence[Sample], existing: Sequence[Column] = ()) -> list[Column]:
         self._reader = self._latest(self.value_subject)
         struct_ = _row_struct(from_avro(json.loads(self._reader[1])))
-        return merge_columns(existing, columns_of(struct_) if struct_ is not None else [])
+        return columns_of(struct_) if struct_ is not None else []
+
+    def record_columns(self, key: bytes | None, value: bytes | None,
+                       existing: Sequence[Column] = ()) -> list[Column] | None:
+        """The writer schema's row columns (from the 5-byte header; one registry lookup per schema id)."""
+        if value is None or len(value) < 5 or value[0] != 0:
+            return None
+        sid = _HEADER.unpack_from(value)[1]
+        cache = self.__dict__.setdefault("_writer_columns", {})
+        if sid not in cache:
+            try:
+                struct_ = _row_struct(from_avro(json.loads(self._text(sid))))
+            except DecodeError:
+                struct_ = None
+            cache[sid] = columns_of(struct_) if struct_ is not None else None
+        return cache[sid]
 
     def key_columns(self, samples: Sequence[Sample]) -> list[Column]:
         try:
@@ -207,7 +226,18 @@ class AvroDecoder(Decoder):
         buf = BytesIO(body)
         try:
             datum = schemaless_reader(buf, plan.writer, plan.reader)
-        except Exception as exc:  # EOFError, struct.error, UnicodeDecodeError, resolution errors ...
+        except SchemaResolutionError:
+            if plan.reader is None:
+                raise DecodeError(f"Avro value (schema id {sid}) does not match its writer schema") from None
+            # The newest schema cannot read this older writer's data (e.g. a column narrowed long → int with
+            # compatibility NONE): decode with the writer schema alone; the bound column types decide what fits.
+            plan = self._plans[sid] = self._writer_plan(sid)
+            buf = BytesIO(body)
+            try:
+                datum = schemaless_reader(buf, plan.writer, None)
+            except Exception as exc:
+                raise DecodeError(f"corrupt Avro value (schema id {sid}): {type(exc).__name__}: {exc}") from None
+        except Exception as exc:  # EOFError, struct.error, UnicodeDecodeError ...
             raise DecodeError(f"corrupt Avro value (schema id {sid}): {type(exc).__name__}: {exc}") from None
         if buf.tell() != len(body):
             raise DecodeError(f"corrupt Avro value (schema id {sid}): {len(body) - buf.tell()} trailing bytes")
@@ -231,8 +261,15 @@ class AvroDecoder(Decoder):
             s = _row_struct(envelope)
             columns = self._columns = columns_of(s) if s is not None else []
         plan = self._plans[sid] = _ValuePlan(writer, reader, row_plan(columns, _row_struct(envelope),
-                                                                      self.placeholder))
+                                                                      self.placeholder,
+                                                                      ignore_extra=self.ignore_unknown_fields))
         return plan
+
+    def _writer_plan(self, sid: int) -> _ValuePlan:
+        envelope = from_avro(json.loads(self._text(sid)))
+        columns = self._columns if self._columns is not None else []
+        return _ValuePlan(self._parse(sid), None, row_plan(columns, _row_struct(envelope), self.placeholder,
+                                                           ignore_extra=self.ignore_unknown_fields))
 
     def _decode_key(self, key: bytes | None) -> dict[str, Any] | None:
         if key is None:

@@ -61,9 +61,11 @@ class RowPlan:
 
 
 def row_plan(columns: Sequence[Column], source: ConnectField | None, placeholder: str,
-             base64_bytes: bool = False, variable_scale: tuple[int, int] | None = None) -> RowPlan:
+             base64_bytes: bool = False, variable_scale: tuple[int, int] | None = None,
+             ignore_extra: bool = False) -> RowPlan:
     """Plan for rows described by ``source`` (a struct), or by the bound column types when ``source`` is None
-    (schemaless JSON: values are coerced from JSON types)."""
+    (schemaless JSON: values are coerced from JSON types). ``ignore_extra``: source fields that are not bound
+    columns are dropped silently (else a value in one is a DecodeError)."""
     steps: list[Step] = []
     by_name = {f.field_name: f for f in source.fields} if source is not None else {}
     for col in columns:
@@ -82,7 +84,7 @@ def row_plan(columns: Sequence[Column], source: ConnectField | None, placeholder
         marker = _marker(src_type, placeholder, base64_bytes) if f.name not in _NOT_TOASTABLE else None
         if conv is not identity or marker is not None:
             steps.append((col.name, None if conv is identity else conv, marker))
-    return RowPlan(columns, steps, [n for n in by_name if n])
+    return RowPlan(columns, steps, [] if ignore_extra else [n for n in by_name if n])
 
 
 _NOT_TOASTABLE = {"org.apache.kafka.connect.data.Decimal", "io.debezium.data.VariableScaleDecimal"}

@@ -14,11 +14,15 @@ _STRATEGY_KEYS = ("subject.name.strategy", "subject_strategy")
 
 def make_decoder(cfg: PipelineConfig, table: TableConfig) -> Decoder:
     """A decoder for one table's topic (unbound: call resolve_columns / bind on the driver)."""
+    decoder: Decoder
     if cfg.format == "json":
-        return JsonDecoder(table.topic, table.unavailable_value_placeholder)
-    if cfg.format == "avro":
+        decoder = JsonDecoder(table.topic, table.unavailable_value_placeholder)
+    elif cfg.format == "avro":
         conf = {k: v for k, v in cfg.schema_registry.items() if k not in _STRATEGY_KEYS}
         strategy = next((str(cfg.schema_registry[k]) for k in _STRATEGY_KEYS if k in cfg.schema_registry), "topic")
         strategy = {"TopicNameStrategy": "topic", "topic_subject_name_strategy": "topic"}.get(strategy, strategy)
-        return AvroDecoder(table.topic, conf, table.unavailable_value_placeholder, subject_strategy=strategy)
-    raise ConfigError(f"{cfg.source_path}: key 'format': unsupported format {cfg.format!r} (avro or json)")
+        decoder = AvroDecoder(table.topic, conf, table.unavailable_value_placeholder, subject_strategy=strategy)
+    else:
+        raise ConfigError(f"{cfg.source_path}: key 'format': unsupported format {cfg.format!r} (avro or json)")
+    decoder.ignore_unknown_fields = not table.allow_field_addition  # new source columns are ignored, not errors
+    return decoder

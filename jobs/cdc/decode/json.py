@@ -35,6 +35,9 @@ class JsonDecoder(Decoder):
     # ------------------------------------------------------------------------------------------------- schema side
 
     def resolve_columns(self, samples: Sequence[Sample], existing: Sequence[Column] = ()) -> list[Column]:
+        return merge_columns(existing, self.source_columns(samples, existing))
+
+    def source_columns(self, samples: Sequence[Sample], existing: Sequence[Column] = ()) -> list[Column]:
         existing_types = {c.name: c for c in existing}
         union: dict[str, Column] = {}
         for _, value in samples:
@@ -48,7 +51,14 @@ class JsonDecoder(Decoder):
                 except SchemaEvolutionError:
                     t = col.arrow_type
                 union[col.name] = Column(col.name, t, prev.nullable or col.nullable, col.logical or prev.logical)
-        return merge_columns(existing, list(union.values()))
+        return list(union.values())
+
+    def record_columns(self, key: bytes | None, value: bytes | None,
+                       existing: Sequence[Column] = ()) -> list[Column] | None:
+        try:
+            return self._sample_columns(value, {c.name: c for c in existing}) if value else None
+        except DecodeError:
+            return None
 
     def key_columns(self, samples: Sequence[Sample]) -> list[Column]:
         for key, _ in reversed(list(samples)):
@@ -100,7 +110,7 @@ class JsonDecoder(Decoder):
                 return plan
         columns = self._columns if self._columns is not None else self._self_bind(schema)
         struct = _row_struct(schema) if isinstance(schema, dict) else None
-        plan = row_plan(columns, struct, self.placeholder, base64_bytes=True)
+        plan = row_plan(columns, struct, self.placeholder, base64_bytes=True, ignore_extra=self.ignore_unknown_fields)
         self._plans.insert(0, (schema, plan))
         del self._plans[8:]
         return plan

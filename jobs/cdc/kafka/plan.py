@@ -9,7 +9,7 @@ they carry the newest embedded schema (JSON) and the connector name (for ``order
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from cdc.errors import TerminalError
 from cdc.kafka.offsets import new_consumer, offsets_for_time, partitions, watermarks
@@ -128,3 +128,46 @@ def read_samples(kafka_conf: Mapping[str, Any], topic: str, ranges: list[Partiti
     finally:
         consumer.close()
     return samples
+
+
+SCAN_LIMIT = 200_000  # records per batch the driver may read to locate a schema change (error path only)
+
+
+def find_first(kafka_conf: Mapping[str, Any], topic: str, ranges: list[PartitionRange],
+               match: Callable[[bytes | None, bytes | None], bool], limit: int = SCAN_LIMIT,
+               timeout: float = 10.0) -> tuple[int, int] | None:
+    """``(partition, offset)`` of the first record of the ranges (partitions in order) for which ``match(key,
+    value)`` is true; None if none is found within ``limit`` records or ``timeout`` seconds per partition."""
+    import time
+
+    from confluent_kafka import KafkaError, TopicPartition
+
+    consumer = new_consumer(kafka_conf, **{"auto.offset.reset": "earliest"})
+    left = limit
+    try:
+        for r in sorted(ranges, key=lambda r: r.partition):
+            if r.size == 0 or left <= 0:
+                continue
+            consumer.assign([TopicPartition(topic, r.partition, r.start)])
+            deadline = time.monotonic() + timeout
+            done = False
+            while not done and left > 0 and time.monotonic() < deadline:
+                for msg in consumer.consume(1000, 0.2):
+                    if msg.error() is not None:
+                        if msg.error().code() == KafkaError._PARTITION_EOF:
+                            done = True
+                            break
+                        continue
+                    if msg.offset() >= r.end:
+                        done = True
+                        break
+                    left -= 1
+                    if match(msg.key(), msg.value()):
+                        return r.partition, msg.offset()
+                    if msg.offset() >= r.end - 1 or left <= 0:
+                        done = True
+                        break
+            consumer.unassign()
+    finally:
+        consumer.close()
+    return None

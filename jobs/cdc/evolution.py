@@ -1,0 +1,186 @@
+"""Target-table schema evolution: the table's columns vs. a batch's source columns (pure; no Spark, no Kafka).
+
+``plan(existing, source, allow_field_addition)`` decides a batch's row columns and the table changes they need:
+
+* **same type** → nothing.
+* **safe widening** (what Iceberg can promote in place) → ``ALTER COLUMN ... TYPE``: ``int`` → ``bigint``,
+  ``float`` → ``double``, ``decimal(p, s)`` → ``decimal(p', s)`` with ``p' > p``; inside lists, map values and
+  structs too (``ALTER COLUMN c.element TYPE bigint``).
+* **source narrower than the table** (``int`` values for a ``bigint`` column, ``decimal(8,2)`` for ``decimal(10,2)``)
+  → accepted, the table keeps its wider type (every value fits; never narrowed). This is also what records written
+  before a widening look like, e.g. a partition that lags behind the others.
+* **new column** → appended (nullable: older rows read NULL), or ignored when ``allow_field_addition`` is false.
+  New struct fields likewise (``ADD COLUMN c.field``).
+* **column missing from the source** (dropped upstream) → kept, nullable; NULL from then on.
+* **anything else** (string ↔ number, decimal scale change, date ↔ timestamp, timestamp ↔ timestamptz, ...) →
+  ``Incompatible`` naming the column path and both types; the caller fails the batch before any write.
+
+Columns are never reordered, renamed, dropped or retyped beyond the widenings above.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Sequence
+
+import pyarrow as pa
+
+from cdc.decode.model import Column
+from cdc.errors import SchemaEvolutionError
+
+ADD, WIDEN = "add", "widen"
+_OFFSET_WIDTH = ((pa.string(), pa.large_string()), (pa.binary(), pa.large_binary()))
+
+
+@dataclass(frozen=True)
+class Change:
+    """One table change: ``add`` a (nested) column or ``widen`` its type. ``path`` uses Iceberg/Spark names
+    (``element`` for list items, ``value`` for map values)."""
+
+    kind: str
+    path: tuple[str, ...]
+    new: pa.DataType
+    old: pa.DataType | None = None
+
+    @property
+    def column(self) -> str:
+        return ".".join(self.path)
+
+
+@dataclass(frozen=True)
+class Plan:
+    columns: list[Column]  # the batch's row columns: table order, widened, dropped kept, new appended
+    changes: list[Change] = field(default_factory=list)  # what the table needs (empty for a new table)
+    ignored: list[str] = field(default_factory=list)  # new source columns left out (allow_field_addition: false)
+
+
+class Incompatible(Exception):
+    """A source type the table column cannot take. ``column`` is the path ("c", "c.element", "s.f")."""
+
+    def __init__(self, column: str, old: pa.DataType, new: pa.DataType):
+        super().__init__(f"column {column!r}: {old} → {new}")
+        self.column, self.old, self.new = column, old, new
+
+    @property
+    def top(self) -> str:
+        """The top-level column."""
+        return self.column.split(".", 1)[0]
+
+
+def merge_type(old: pa.DataType, new: pa.DataType, path: tuple[str, ...], add_fields: bool = True
+               ) -> tuple[pa.DataType, list[Change]]:
+    """The column type after taking ``new`` values into an ``old`` column, and the changes that needs.
+
+    Raises ``Incompatible`` for anything that is neither a fit nor a safe widening.
+    """
+    if old.equals(new):
+        return old, []
+    for small, large in _OFFSET_WIDTH:  # Arrow offset width only: same Iceberg type
+        if {old, new} == {small, large}:
+            return old, []
+    if (old, new) in ((pa.int32(), pa.int64()), (pa.float32(), pa.float64())):
+        return new, [Change(WIDEN, path, new, old)]
+    if (old, new) in ((pa.int64(), pa.int32()), (pa.float64(), pa.float32())):
+        return old, []  # values fit
+    if pa.types.is_decimal(old) and pa.types.is_decimal(new) and old.scale == new.scale:
+        if new.precision > old.precision:
+            return new, [Change(WIDEN, path, new, old)]
+        return old, []
+    if pa.types.is_list(old) and pa.types.is_list(new) or pa.types.is_large_list(old) and pa.types.is_large_list(new):
+        t, changes = merge_type(old.value_type, new.value_type, (*path, "element"), add_fields)
+        return (old if not changes else pa.list_(t)), changes
+    if pa.types.is_map(old) and pa.types.is_map(new):
+        if not old.key_type.equals(new.key_type):
+            raise Incompatible(".".join((*path, "key")), old.key_type, new.key_type)
+        t, changes = merge_type(old.item_type, new.item_type, (*path, "value"), add_fields)
+        return (old if not changes else pa.map_(old.key_type, t)), changes
+    if pa.types.is_struct(old) and pa.types.is_struct(new):
+        news = {new.field(i).name: new.field(i).type for i in range(new.num_fields)}
+        fields, changes = [], []
+        for i in range(old.num_fields):
+            f = old.field(i)
+            if f.name in news:
+                t, sub = merge_type(f.type, news.pop(f.name), (*path, f.name), add_fields)
+                fields.append(pa.field(f.name, t))
+                changes += sub
+            else:
+                fields.append(pa.field(f.name, f.type))
+        if add_fields:
+            for name, t in news.items():
+                fields.append(pa.field(name, t))
+                changes.append(Change(ADD, (*path, name), t))
+        return (old if not changes else pa.struct(fields)), changes
+    raise Incompatible(".".join(path), old, new)
+
+
+def plan(existing: Sequence[Column], source: Sequence[Column], allow_field_addition: bool = True) -> Plan:
+    """Row columns of a batch and the table changes they need (see the module docstring for the rules).
+
+    ``existing``: the target table's row columns (empty: no table yet, the source columns are used as they are);
+    ``source``: the batch's newest source schema.
+    """
+    if not existing:
+        return Plan(list(source))
+    by_name = {c.name: c for c in source}
+    columns: list[Column] = []
+    changes: list[Change] = []
+    for old in existing:
+        new = by_name.pop(old.name, None)
+        if new is None:  # dropped at the source (or absent from this batch's schema): kept, NULL from now on
+            columns.append(replace(old, nullable=True))
+            continue
+        t, sub = merge_type(old.arrow_type, new.arrow_type, (old.name,), allow_field_addition)
+        changes += sub
+        columns.append(Column(old.name, t, old.nullable or new.nullable, new.logical or old.logical))
+    added = [c for c in source if c.name in by_name]
+    if not allow_field_addition:
+        return Plan(columns, changes, [c.name for c in added])
+    for c in added:
+        columns.append(replace(c, nullable=True))
+        changes.append(Change(ADD, (c.name,), c.arrow_type))
+    return Plan(columns, changes)
+
+
+def table_changes(existing: Sequence[Column], wanted: Sequence[Column]) -> list[Change]:
+    """The ``ADD COLUMN`` / ``ALTER COLUMN ... TYPE`` changes that make a table hold ``wanted`` (never drops or
+    narrows). Raises ``Incompatible`` when a wanted type is not a safe widening of the table's."""
+    have = {c.name: c for c in existing}
+    out: list[Change] = []
+    for c in wanted:
+        old = have.get(c.name)
+        if old is None:
+            out.append(Change(ADD, (c.name,), c.arrow_type))
+        else:
+            out += merge_type(old.arrow_type, c.arrow_type, (c.name,))[1]
+    return out
+
+
+def evolution_error(table: str, topic: str, exc: Incompatible, where: tuple[int, int] | None,
+                    scanned: str = "") -> SchemaEvolutionError:
+    """The batch-failing error: table, column, both types and the first offending record."""
+    at = (f"first record with the new type: topic {topic} partition {where[0]} offset {where[1]}" if where
+          else f"topic {topic}: offending record not located{scanned}")
+    err = SchemaEvolutionError(
+        f"table {table}: column {exc.column!r}: incompatible source type change {exc.old} → {exc.new} ({at}). "
+        "Only new nullable columns, int→bigint, float→double and decimal precision increases (same scale) are "
+        "applied automatically; nothing was written. Migrate the table by hand (e.g. ALTER TABLE / rewrite, or a "
+        "new column name at the source), then rerun")
+    err.table, err.column, err.old, err.new = table, exc.column, exc.old, exc.new  # type: ignore[attr-defined]
+    err.partition, err.offset = where if where else (None, None)  # type: ignore[attr-defined]
+    return err
+
+
+def offends(exc: Incompatible, table_type: pa.DataType, columns: Sequence[Column] | None) -> bool:
+    """Does a record whose own row columns are ``columns`` carry the incompatible type of ``exc``?"""
+    for c in columns or ():
+        if c.name == exc.top:
+            try:
+                merge_type(table_type, c.arrow_type, (c.name,))
+            except Incompatible:
+                return True
+            return False
+    return False
+
+
+__all__ = ["ADD", "WIDEN", "Change", "Incompatible", "Plan", "evolution_error", "merge_type", "offends", "plan",
+           "table_changes"]

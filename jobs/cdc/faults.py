@@ -1,0 +1,20 @@
+"""Named crash points for the crash-recovery tests (a testing seam; inert unless the variable is set).
+
+``CDC_KILL_AT=after_stage`` makes the job SIGKILL itself when it reaches that point, exactly like a machine dying
+there: no ``finally`` blocks, no flushes. Points, in order: ``after_claim``, ``after_stage``, ``after_staged``,
+``after_truncate``, ``after_merge`` (target merged, tombstones not yet), ``before_commit`` (all merges done, ledger not
+yet committed), ``after_commit``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+POINTS = ("after_claim", "after_stage", "after_staged", "after_truncate", "after_merge", "before_commit",
+          "after_commit")
+
+
+def checkpoint(point: str) -> None:
+    if os.environ.get("CDC_KILL_AT") == point:
+        os.kill(os.getpid(), signal.SIGKILL)
