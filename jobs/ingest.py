@@ -100,6 +100,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ERROR interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # unclassified (Spark/JVM, a bug): still one line; CDC_TRACEBACK=1 for the traceback
+        if os.environ.get("CDC_TRACEBACK"):
+            import traceback
+
+            traceback.print_exc()
+        from cdc.run import unwrap_task_error
+
+        err = unwrap_task_error(exc, "ingest")
+        print(f"ERROR [{type(err).__name__}] {err}", file=sys.stderr, flush=True)
+        return err.exit_code
     print(json.dumps(summary, default=str), flush=True)
     return 0
 

@@ -155,13 +155,34 @@ def table_changes(existing: Sequence[Column], wanted: Sequence[Column]) -> list[
     return out
 
 
+def sql_type(t: pa.DataType) -> str:
+    """Spark/Iceberg SQL spelling of an Arrow column type, for messages (``int``, ``decimal(10,2)``, ...)."""
+    simple = {pa.int8(): "tinyint", pa.int16(): "smallint", pa.int32(): "int", pa.int64(): "bigint",
+              pa.float32(): "float", pa.float64(): "double", pa.bool_(): "boolean", pa.string(): "string",
+              pa.large_string(): "string", pa.binary(): "binary", pa.large_binary(): "binary", pa.date32(): "date"}
+    if t in simple:
+        return simple[t]
+    if pa.types.is_decimal(t):
+        return f"decimal({t.precision},{t.scale})"
+    if pa.types.is_timestamp(t):
+        return "timestamp" if t.tz else "timestamp_ntz"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return f"array<{sql_type(t.value_type)}>"
+    if pa.types.is_map(t):
+        return f"map<{sql_type(t.key_type)},{sql_type(t.item_type)}>"
+    if pa.types.is_struct(t):
+        return "struct<" + ",".join(f"{t.field(i).name}:{sql_type(t.field(i).type)}" for i in range(t.num_fields)) + ">"
+    return str(t)
+
+
 def evolution_error(table: str, topic: str, exc: Incompatible, where: tuple[int, int] | None,
                     scanned: str = "") -> SchemaEvolutionError:
     """The batch-failing error: table, column, both types and the first offending record."""
     at = (f"first record with the new type: topic {topic} partition {where[0]} offset {where[1]}" if where
           else f"topic {topic}: offending record not located{scanned}")
     err = SchemaEvolutionError(
-        f"table {table}: column {exc.column!r}: incompatible source type change {exc.old} → {exc.new} ({at}). "
+        f"table {table}: column {exc.column!r}: incompatible source type change {sql_type(exc.old)} → "
+        f"{sql_type(exc.new)} ({at}). "
         "Only new nullable columns, int→bigint, float→double and decimal precision increases (same scale) are "
         "applied automatically; nothing was written. Migrate the table by hand (e.g. ALTER TABLE / rewrite, or a "
         "new column name at the source), then rerun")
@@ -183,4 +204,4 @@ def offends(exc: Incompatible, table_type: pa.DataType, columns: Sequence[Column
 
 
 __all__ = ["ADD", "WIDEN", "Change", "Incompatible", "Plan", "evolution_error", "merge_type", "offends", "plan",
-           "table_changes"]
+           "sql_type", "table_changes"]

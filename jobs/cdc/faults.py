@@ -4,12 +4,16 @@
 there: no ``finally`` blocks, no flushes. Points, in order: ``after_claim``, ``after_stage``, ``after_staged``,
 ``after_truncate``, ``after_merge`` (target merged, tombstones not yet), ``before_commit`` (all merges done, ledger not
 yet committed), ``after_commit``.
+
+``CDC_PAUSE_AT=after_claim:30`` makes the job sleep 30 s at that point instead (a live run holding its claim, for the
+concurrency tests).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 
 POINTS = ("after_claim", "after_stage", "after_staged", "after_truncate", "after_merge", "before_commit",
           "after_commit")
@@ -18,3 +22,6 @@ POINTS = ("after_claim", "after_stage", "after_staged", "after_truncate", "after
 def checkpoint(point: str) -> None:
     if os.environ.get("CDC_KILL_AT") == point:
         os.kill(os.getpid(), signal.SIGKILL)
+    name, _, seconds = os.environ.get("CDC_PAUSE_AT", "").partition(":")
+    if name == point:
+        time.sleep(float(seconds or 30))

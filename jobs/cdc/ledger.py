@@ -145,8 +145,14 @@ class Ledger:
                               f"AND batch_id = {int(batch_id)}").collect()
         return {r[0] for r in rows}
 
-    def claim(self, table: str, batch_id: int, mode: str, ranges: Sequence[LedgerRange], run_id: str) -> None:
-        """Claim ``batch_id`` for this run, or raise ``ConcurrentRunError`` if another run got it first."""
+    def claim(self, table: str, batch_id: int, mode: str, ranges: Sequence[LedgerRange], run_id: str,
+              topic: str | None = None, cursor: dict[int, int] | None = None) -> None:
+        """Claim ``batch_id`` for this run, or raise ``ConcurrentRunError`` if another run got it first.
+
+        Winning the row for ``batch_id`` is not enough: a run that planned while another run's batch was still
+        uncommitted (it looked for pending batches just before the other claimed) would process the same offsets.
+        So after the claim, the oldest pending batch of the table must be ours and (incremental) the committed
+        cursor must still be the one we planned from; otherwise our claim is withdrawn and we refuse."""
         values = ", ".join(
             f"({lit(self.pipeline)}, {lit(table)}, {int(batch_id)}, {lit(mode)}, {lit(r.topic)}, {int(r.partition)}, "
             f"{int(r.start)}, {int(r.end)}, 'claimed', {_NULLS}, {lit(run_id)}, {lit(process_owner())}, "
@@ -155,6 +161,20 @@ class Ledger:
         sql = (f"MERGE INTO {self.name} l USING ({src}) s ON l.pipeline = s.pipeline AND l.table_name = s.table_name "
                "AND l.batch_id = s.batch_id WHEN NOT MATCHED THEN INSERT *")
         self._guarded(table, batch_id, run_id, "claim", lambda: self.spark.sql(sql))
+        first = self.pending(table)
+        moved = cursor is not None and topic is not None and self.committed_offsets(table, topic) != cursor
+        if (first is not None and first.batch_id != batch_id) or moved:
+            self.release(table, batch_id, run_id)
+            why = (f"batch {first.batch_id} (run {first.run_id}) is still in progress" if first is not None
+                   and first.batch_id != batch_id else "another run committed a batch while this one was planning")
+            raise ConcurrentRunError(f"table {table}: {why}; this run withdrew its claim on batch {batch_id} and stops "
+                                     "without writing. Retry later")
+
+    def release(self, table: str, batch_id: int, run_id: str) -> None:
+        """Withdraw this run's claim of a batch it has not staged (nothing else was written for it)."""
+        self._write("release", table, f"DELETE FROM {self.name} WHERE {self._where(table)} "
+                                      f"AND batch_id = {int(batch_id)} AND run_id = {lit(run_id)} "
+                                      "AND status = 'claimed'")
 
     def take_over(self, table: str, pending: PendingBatch, run_id: str) -> None:
         sql = (f"UPDATE {self.name} SET run_id = {lit(run_id)}, owner = {lit(process_owner())}, "
@@ -173,6 +193,14 @@ class Ledger:
             raise ConcurrentRunError(
                 f"table {table}: batch {batch_id} is being processed by another run ({', '.join(sorted(others))}); "
                 f"this run ({what}) stops without writing. Retry later")
+
+    def release_claim(self, table: str, batch_id: int, run_id: str) -> None:
+        """Drop this run's claim of a batch that was never staged (the run failed before staging); best effort."""
+        try:
+            self.spark.sql(f"DELETE FROM {self.name} WHERE {self._where(table)} AND batch_id = {int(batch_id)} "
+                           f"AND run_id = {lit(run_id)} AND status = 'claimed'")
+        except Exception:  # a later run takes the claim over anyway
+            pass
 
     def mark_staged(self, table: str, batch_id: int, run_id: str, ranges: Sequence[LedgerRange],
                     barrier: tuple[int, ...] | None) -> None:

@@ -22,7 +22,7 @@ from cdc.faults import checkpoint
 from cdc.kafka.plan import Bounds, PartitionRange, cap_ranges, plan_backfill, plan_incremental, read_samples, \
     split_chunks
 from cdc.kafka.read import ReadSpec
-from cdc.ledger import Ledger, LedgerRange, PendingBatch, owner_alive
+from cdc.ledger import Ledger, LedgerRange, PendingBatch, is_commit_conflict, owner_alive, process_owner
 from cdc.ordering import Ordering, from_columns, resolve
 from cdc.stage import (PartitionCounts, check_dead_letter_ratio, count, record_dead_letters, stage,
                        staged_key_and_ordering)
@@ -71,23 +71,64 @@ def phase(result: TableResult, name: str) -> Iterator[None]:
 
 
 def unwrap_task_error(exc: BaseException, context: str) -> CdcError:
-    """Spark wraps errors raised in Python tasks; recover our error class and message from the text."""
+    """Turn a Spark/Py4J error into one of ours with a one-line message.
+
+    Errors raised in Python tasks come back as text: ``[cdc:<Class>] <message>`` (see ``cdc.kafka.read.map_chunks``)
+    recovers our class and message. Otherwise: Iceberg commit conflicts → ``ConcurrentRunError`` (retryable);
+    storage / catalog failures (permissions, missing or non-directory paths, metadata I/O) → ``CatalogError``;
+    anything else → ``CdcError`` (exit 1). The message is the most specific line of the Java error (the innermost
+    ``Caused by``), not Py4J's "An error occurred while calling o123.sql".
+    """
     text = str(exc)
-    m = None
-    for m in _TASK_ERROR.finditer(text):
-        pass
-    if m:
-        cls = getattr(errors, m.group(1), CdcError)
-        return cls(m.group(2).strip())
-    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
-    return errors.CatalogError(f"{context}: {first[:500]}") if "iceberg" in text.lower() or "Path" in text \
-        else CdcError(f"{context}: {first[:500]}")
+    found = _TASK_ERROR.findall(text)
+    if found:
+        name, message = found[-1]
+        cls = getattr(errors, name, None)
+        if not (isinstance(cls, type) and issubclass(cls, CdcError)):
+            cls = CdcError
+        return cls(message.strip())
+    detail = _java_detail(text) or type(exc).__name__
+    if is_commit_conflict(exc):
+        return ConcurrentRunError(f"{context}: another writer committed to the same table at the same time "
+                                  f"({detail[:300]}); nothing was committed by this run. Retry later")
+    if any(m in text for m in _STORAGE_MARKERS):
+        return errors.CatalogError(f"{context}: the Iceberg catalog/warehouse is not usable: {detail[:400]}. Check "
+                                   "catalog.warehouse (path exists, is a directory, is writable) and catalog settings")
+    return CdcError(f"{context}: {detail[:500]}")
+
+
+_STORAGE_MARKERS = ("AccessDeniedException", "Permission denied", "ParentNotDirectoryException", "Not a directory",
+                    "is not a directory", "Read-only file system", "No space left on device", "RuntimeIOException",
+                    "FileNotFoundException", "NoSuchNamespaceException", "Mkdirs failed", "Failed to create file",
+                    "NotFoundException: Failed to open input stream", "AuthorizationException", "ForbiddenException")
+_JAVA_LINE = re.compile(r"^(?:Caused by: )?([\w$.]+(?:Exception|Error))(?:: (.*))?$")
+
+
+def _java_detail(text: str) -> str:
+    """The most specific line of a Java/Py4J error text: innermost ``Caused by: X: msg`` → ``X: msg``."""
+    best = None
+    for raw in text.splitlines():
+        line = raw.strip().lstrip(": ").strip()
+        if not line or line.startswith("at ") or line.startswith("...") or line.startswith("An error occurred while"):
+            continue
+        m = _JAVA_LINE.match(line)
+        if m:
+            best = f"{m.group(1).rsplit('.', 1)[-1]}: {m.group(2) or ''}".rstrip(": ")
+        elif best is None:
+            best = line
+    return best or ""
 
 
 def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: str = "incremental",
               dry_run: bool = False, bounds: Mapping[str, Bounds] | None = None) -> dict[str, Any]:
     """Run one batch for each table (backfill: batches until the requested range is done); return the summary."""
-    ensure_meta_tables(spark, cfg)
+    try:
+        ensure_meta_tables(spark, cfg)
+    except CdcError:
+        raise
+    except Exception as exc:  # e.g. an unwritable warehouse: one clear line, not a Py4J traceback
+        raise unwrap_task_error(exc, f"catalog {cfg.catalog.name}: cannot create the metadata tables in namespace "
+                                     f"{cfg.metadata_namespace}") from exc
     ledger = Ledger(spark, f"{cfg.catalog.name}.{cfg.metadata_namespace}.ledger", cfg.pipeline)
     out = []
     for t in tables:
@@ -105,6 +146,7 @@ class TableRun:
         self.spark, self.cfg, self.t, self.ledger = spark, cfg, table, ledger
         self.names: TableNames = names(cfg, table)
         self.run_id = uuid.uuid4().hex
+        self.cursor: dict[int, int] | None = None  # committed offsets the incremental plan started from
 
     def incremental(self, dry_run: bool) -> TableResult:
         result = TableResult(self.t.target, self.t.topic)
@@ -112,6 +154,7 @@ class TableRun:
             self.recover(result)
         with phase(result, "plan"):
             committed = self.ledger.committed_offsets(self.t.target, self.t.topic)
+            self.cursor = committed
             ranges = plan_incremental(self.cfg.kafka, self.t.target, self.t.topic, committed,
                                       self.cfg.batch.max_records_per_partition, self.cfg.batch.read_timeout_seconds)
         self.run_ranges(result, ranges, "incremental", dry_run)
@@ -145,7 +188,7 @@ class TableRun:
         if pending is None:
             return
         lease = self.cfg.batch.claim_timeout_minutes * 60
-        if owner_alive(pending.owner, pending.claimed_at, lease):
+        if pending.owner != process_owner() and owner_alive(pending.owner, pending.claimed_at, lease):
             raise ConcurrentRunError(
                 f"table {self.t.target}: batch {pending.batch_id} is being processed by another run (owner "
                 f"{pending.owner}, claimed at {pending.claimed_at}); retry later. If that run is dead, the batch is "
@@ -181,17 +224,26 @@ class TableRun:
             result.events_read = sum(r.size for r in ranges)
             return
         with phase(result, "plan"):
+            schema = self.batch_schema(ranges)  # before the claim: schema errors leave no ledger rows
             batch_id = self.ledger.next_batch_id(self.t.target)
             self.ledger.claim(self.t.target, batch_id, mode,
-                              [LedgerRange(self.t.topic, r.partition, r.start, r.end) for r in ranges], self.run_id)
+                              [LedgerRange(self.t.topic, r.partition, r.start, r.end) for r in ranges], self.run_id,
+                              topic=self.t.topic, cursor=self.cursor if mode == "incremental" else None)
         checkpoint("after_claim")
-        self.stage_and_merge(result, batch_id, ranges, mode)
+        try:
+            self.stage_and_merge(result, batch_id, ranges, mode, schema)
+        except CdcError:
+            self.ledger.release_claim(self.t.target, batch_id, self.run_id)  # only if still 'claimed'
+            raise
 
-    def stage_and_merge(self, result: TableResult, batch_id: int, ranges: list[PartitionRange], mode: str) -> None:
+    def stage_and_merge(self, result: TableResult, batch_id: int, ranges: list[PartitionRange], mode: str,
+                        schema: tuple[list[Column], tuple[str, ...], Ordering, Any] | None = None) -> None:
         result.batch_id = batch_id
         result.ranges = [{"partition": r.partition, "start": r.start, "end": r.end} for r in ranges]
-        with phase(result, "plan"):
-            row_cols, key, ordering, decoder = self.batch_schema(ranges)
+        if schema is None:
+            with phase(result, "plan"):
+                schema = self.batch_schema(ranges)
+        row_cols, key, ordering, decoder = schema
         spec = ReadSpec(
             table=self.t.target, kafka_conf=dict(self.cfg.kafka), decoder=decoder.bind(row_cols), ordering=ordering,
             key=tuple(key), row_columns=tuple(row_cols),
@@ -240,7 +292,8 @@ class TableRun:
         from cdc.decode.factory import make_decoder
 
         decoder = make_decoder(self.cfg, self.t)
-        samples = read_samples(self.cfg.kafka, self.t.topic, ranges, timeout=self.cfg.batch.read_timeout_seconds)
+        samples = read_samples(self.cfg.kafka, self.t.topic, ranges, timeout=self.cfg.batch.read_timeout_seconds,
+                               usable=lambda k, v: bool(decoder.record_columns(k, v)))
         target_cols = existing_columns(self.spark, self.names.target)
         existing = [c for c in target_cols if c.name not in META_NAMES]
         from cdc import evolution

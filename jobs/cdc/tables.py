@@ -197,12 +197,13 @@ def evolve(spark: Any, name: str, wanted: Sequence[Column]) -> None:
     fires for a table that drifted, e.g. a staging table of an abandoned batch).
     """
     from cdc.errors import SchemaEvolutionError
-    from cdc.evolution import ADD, Incompatible, table_changes
+    from cdc.evolution import ADD, Incompatible, sql_type, table_changes
 
     try:
         changes = table_changes(existing_columns(spark, name), wanted)
     except Incompatible as exc:
-        raise SchemaEvolutionError(f"table {name}: column {exc.column!r} is {exc.old} and cannot take {exc.new}; "
+        raise SchemaEvolutionError(f"table {name}: column {exc.column!r} is {sql_type(exc.old)} and cannot take "
+                                   f"{sql_type(exc.new)}; "
                                    "migrate the table by hand") from None
     for ch in changes:
         path = ".".join(q(p) for p in ch.path)

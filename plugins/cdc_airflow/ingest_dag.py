@@ -12,7 +12,7 @@ from airflow.sdk import DAG, Param, get_current_context, task
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from cdc_airflow.commands import plan_tables, summarize
-from cdc_airflow.params import param_specs, to_request
+from cdc_airflow.params import backfill_interval_params, param_specs, to_request
 from cdc_airflow.settings import CdcSettings
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def build_ingest_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
     dag = DAG(
         dag_id=f"cdc_{cfg.pipeline}",
         description=f"CDC {cfg.pipeline}: {len(names)} table(s) from Kafka into Iceberg",
-        schedule=cfg.schedule,
+        schedule=settings.ingest_schedule(cfg.schedule),
         start_date=START,
         catchup=False,
         max_active_runs=1,
@@ -97,7 +97,11 @@ def build_ingest_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
     with dag:
         @task(task_id="plan", retries=settings.retries)
         def plan() -> list[dict[str, Any]]:
-            return plan_run(settings, config_path, dict(get_current_context()["params"]))
+            ctx = get_current_context()
+            dag_run = ctx["dag_run"]
+            params = backfill_interval_params(dict(ctx["params"]), getattr(dag_run, "run_type", None),
+                                              ctx.get("data_interval_start"), ctx.get("data_interval_end"))
+            return plan_run(settings, config_path, params)
 
         planned = plan()
         ingest = CdcSparkSubmitOperator.partial(

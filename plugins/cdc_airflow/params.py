@@ -113,3 +113,19 @@ def to_request(params: Mapping[str, Any], table_topics: Mapping[str, str]) -> Ru
     return RunRequest(mode=mode, tables=tables, max_records_per_partition=int(mrp) if mrp else None,
                       start_offsets=start, end_offsets=end, start_timestamp=ts["start_timestamp"],
                       end_timestamp=ts["end_timestamp"])
+
+
+def backfill_interval_params(params: Mapping[str, Any], run_type: Any, start: datetime | None,
+                             end: datetime | None) -> dict[str, Any]:
+    """Runs created by Airflow's own backfill (``airflow backfill create``, the UI's "Run backfill", the REST API's
+    ``/api/v2/backfills``) re-read their data interval: without an explicit range in the conf they become
+    ``mode=backfill`` with ``start_timestamp``/``end_timestamp`` = the run's data interval. Other runs: unchanged."""
+    out = dict(params)
+    kind = getattr(run_type, "value", run_type)  # the Task SDK's DagRunType enum, or a plain string
+    if kind != "backfill" or start is None or end is None:
+        return out
+    has_range = any(out.get(k) for k in ("start_offsets", "end_offsets", "start_timestamp", "end_timestamp"))
+    if has_range or (out.get("mode") or "incremental") == "dry_run":
+        return out
+    out.update(mode="backfill", start_timestamp=start.isoformat(), end_timestamp=end.isoformat())
+    return out

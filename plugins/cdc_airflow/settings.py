@@ -11,6 +11,8 @@
 | CDC_PY_FILES          | (unset: build $CDC_HOME/build/cdc.zip)    | --py-files, e.g. a zip baked into an image       |
 | CDC_RETRIES           | 3                                         | retries of retryable failures                    |
 | CDC_MAINTENANCE_SCHEDULE | @daily                                 | schedule of the maintenance DAGs                 |
+| CDC_SCHEDULE          | (unset: each YAML's ``schedule``)         | override every ingestion DAG's schedule; ``none``: |
+|                       |                                           | manual/API triggers only (the demo uses this)    |
 """
 
 from __future__ import annotations
@@ -34,6 +36,13 @@ class CdcSettings:
     py_files: str | None
     retries: int
     maintenance_schedule: str
+    schedule_override: str | None = None  # CDC_SCHEDULE; "none" → no schedule
+
+    def ingest_schedule(self, yaml_schedule: str | None) -> str | None:
+        """The ingestion DAG's schedule: the pipeline YAML's, unless CDC_SCHEDULE overrides it."""
+        if not self.schedule_override:
+            return yaml_schedule
+        return None if self.schedule_override.strip().lower() in ("none", "null", "manual") else self.schedule_override
 
     @property
     def jobs_dir(self) -> Path:
@@ -65,6 +74,7 @@ def load_settings(env: dict[str, str] | None = None) -> CdcSettings:
         py_files=e.get("CDC_PY_FILES") or None,
         retries=int(e.get("CDC_RETRIES") or 3),
         maintenance_schedule=e.get("CDC_MAINTENANCE_SCHEDULE") or "@daily",
+        schedule_override=e.get("CDC_SCHEDULE") or None,
     )
 
 

@@ -79,3 +79,32 @@ def test_parse_timestamp_forms() -> None:
     a = parse_timestamp("2024-05-01T12:00:00Z")
     assert parse_timestamp("1714564800000") == a == parse_timestamp("1714564800")
     assert parse_timestamp("2024-05-01 14:00:00+02:00") == a
+
+
+def test_airflow_backfill_runs_reread_their_data_interval() -> None:
+    from datetime import datetime, timezone
+
+    from cdc_airflow.params import backfill_interval_params
+
+    a, b = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc), datetime(2024, 5, 1, 12, 10, tzinfo=timezone.utc)
+    out = backfill_interval_params({"mode": "incremental", "tables": []}, "backfill", a, b)
+    assert out == {"mode": "backfill", "tables": [], "start_timestamp": "2024-05-01T12:00:00+00:00",
+                   "end_timestamp": "2024-05-01T12:10:00+00:00"}
+    req = to_request(out, TABLES)
+    assert req.mode == "backfill" and req.explicit_range
+    assert backfill_interval_params({"mode": "incremental"}, "manual", a, b) == {"mode": "incremental"}
+    explicit = {"mode": "backfill", "start_offsets": {"dbserver1.public.orders": {"0": 1}}}
+    assert backfill_interval_params(explicit, "backfill", a, b) == explicit
+    assert backfill_interval_params({"mode": "dry_run"}, "backfill", a, b) == {"mode": "dry_run"}
+
+
+def test_backfill_run_type_enum_of_the_task_sdk() -> None:
+    from datetime import datetime, timezone
+
+    from airflow.sdk.api.datamodels._generated import DagRunType
+
+    from cdc_airflow.params import backfill_interval_params
+
+    a, b = datetime(2024, 5, 1, tzinfo=timezone.utc), datetime(2024, 5, 2, tzinfo=timezone.utc)
+    assert backfill_interval_params({}, DagRunType.BACKFILL, a, b)["mode"] == "backfill"
+    assert backfill_interval_params({}, DagRunType.SCHEDULED, a, b) == {}

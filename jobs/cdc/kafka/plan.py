@@ -103,8 +103,14 @@ def plan_backfill(kafka_conf: Mapping[str, Any], topic: str, bounds: Bounds, tim
 
 
 def read_samples(kafka_conf: Mapping[str, Any], topic: str, ranges: list[PartitionRange],
-                 want: int = 1, timeout: float = 10.0) -> list[tuple[bytes | None, bytes | None]]:
-    """Newest records with a value (newest last) from each non-empty range, looking back further as needed."""
+                 want: int = 1, timeout: float = 10.0,
+                 usable: Callable[[bytes | None, bytes | None], bool] | None = None
+                 ) -> list[tuple[bytes | None, bytes | None]]:
+    """Newest records with a value (newest last) from each non-empty range, looking back further as needed.
+
+    ``usable`` (e.g. "the decoder can read its schema") skips bad records, so one corrupt record at the end of a range
+    becomes a dead letter instead of failing the whole batch's schema resolution. When no record of a partition is
+    usable, its newest records are returned anyway (the decoder then reports the problem)."""
     from confluent_kafka import TopicPartition
 
     from cdc.kafka.read import read_raw
@@ -122,7 +128,9 @@ def read_samples(kafka_conf: Mapping[str, Any], topic: str, ranges: list[Partiti
             for start, end in windows:
                 recs = read_raw(consumer, TopicPartition(topic, r.partition, start), end, timeout)
                 found = [(k, v) for k, v in recs if v is not None]
-                if found or start == r.start:
+                good = [(k, v) for k, v in found if usable is None or usable(k, v)]
+                if good or start == r.start:
+                    found = good or found
                     break
             samples.extend(found[-want:])
     finally:

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import pyarrow as pa
 
 from cdc.decode import Decoder
+from cdc.decode.avro import AvroDecoder
 from cdc.decode.model import CHANGE, Column
 from cdc.errors import BadRecordError, CdcError, DecodeError, KafkaUnavailable, OrderingError
 from cdc.ordering import Ordering
@@ -50,6 +51,7 @@ class ReadSpec:
     batch_id: int
     on_bad_record: str = "dead_letter"
     timeout_seconds: float = 60.0
+    fast_avro: bool = True  # vectorised Avro decoding where it applies (see cdc.decode.avro_batch)
 
 
 class _Rows:
@@ -64,9 +66,11 @@ class _Rows:
 
     def reset(self) -> None:
         self.rows: list[dict[str, Any]] = []
+        self.raw: list[tuple[bytes | None, bytes | None]] = []  # the record's bytes, for rows that turn into errors
 
-    def add(self, values: dict[str, Any]) -> None:
+    def add(self, values: dict[str, Any], key: bytes | None = None, value: bytes | None = None) -> None:
         self.rows.append(values)
+        self.raw.append((key, value))
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -76,20 +80,21 @@ class _Rows:
         try:
             return self._build(self.rows)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-            fixed = [self._check(r) for r in self.rows]
+            fixed = [self._check(r, raw) for r, raw in zip(self.rows, self.raw)]
             return self._build(fixed)
 
     def _build(self, rows: Sequence[dict[str, Any]]) -> pa.RecordBatch:
         arrays = [pa.array([r.get(f.name) for r in rows], type=f.type) for f in self.schema]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
-    def _check(self, row: dict[str, Any]) -> dict[str, Any]:
+    def _check(self, row: dict[str, Any], raw: tuple[bytes | None, bytes | None] = (None, None)) -> dict[str, Any]:
         for f in self.schema:
             try:
                 pa.array([row.get(f.name)], type=f.type)
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
                 reason = f"column {f.name}: value {row.get(f.name)!r:.80} does not fit type {f.type} ({exc})"
-                return _error_row(self.spec, row, "TypeMismatch", reason)
+                return _error_row(self.spec, {**row, "__raw_key": raw[0], "__raw_value": raw[1]}, "TypeMismatch",
+                                  reason)
         return row
 
 
@@ -133,6 +138,24 @@ def stage_record(spec: ReadSpec, topic: str, partition: int, offset: int, ts_ms:
         return _error_row(spec, base, type(exc).__name__, str(exc))
 
 
+def stage_messages(spec: ReadSpec, topic: str, partition: int, msgs: list[tuple[int, int | None, Any, Any]],
+                   rows: "_Rows | None" = None) -> Iterator[pa.RecordBatch]:
+    """Staging batches for consecutive records of one partition: the vectorised Avro path where it applies
+    (``cdc.decode.avro_batch``), the exact per-record path for everything else."""
+    rows = rows or _Rows(spec)
+    left = msgs
+    if spec.fast_avro and isinstance(spec.decoder, AvroDecoder):
+        from cdc.decode.avro_batch import stage_avro
+
+        batches, left = stage_avro(spec, topic, partition, msgs, rows.schema)
+        yield from batches
+    for off, ts, key, value in left:
+        rows.add(stage_record(spec, topic, partition, off, ts, key, value))
+    if len(rows):
+        yield rows.to_batch()
+        rows.reset()
+
+
 def read_chunk(spec: ReadSpec, chunk: Chunk, consumer: Any | None = None) -> Iterator[pa.RecordBatch]:
     """Read ``[chunk.start, chunk.end)`` and yield staging rows in Arrow batches."""
     from confluent_kafka import KafkaError, TopicPartition
@@ -148,6 +171,7 @@ def read_chunk(spec: ReadSpec, chunk: Chunk, consumer: Any | None = None) -> Ite
     try:
         consumer.assign([TopicPartition(chunk.topic, chunk.partition, chunk.start)])
         position, last_progress, done = chunk.start, time.monotonic(), False
+        pending: list[tuple[int, int | None, Any, Any]] = []
         while not done:
             msgs = consumer.consume(CONSUME_BATCH, 0.5)
             if not msgs and time.monotonic() - last_progress > spec.timeout_seconds:
@@ -172,16 +196,13 @@ def read_chunk(spec: ReadSpec, chunk: Chunk, consumer: Any | None = None) -> Ite
                     break
                 last_progress, position = time.monotonic(), off + 1
                 ts_type, ts = msg.timestamp()
-                rows.add(stage_record(spec, chunk.topic, chunk.partition, off, ts if ts_type else None,
-                                      msg.key(), msg.value()))
-                if len(rows) >= ROWS_PER_BATCH:
-                    yield rows.to_batch()
-                    rows.reset()
+                pending.append((off, ts if ts_type else None, msg.key(), msg.value()))
                 if off >= chunk.end - 1:
                     done = True
                     break
-        if len(rows):
-            yield rows.to_batch()
+            if len(pending) >= ROWS_PER_BATCH or (done and pending):
+                yield from stage_messages(spec, chunk.topic, chunk.partition, pending, rows)
+                pending = []
     finally:
         if own:
             consumer.close()

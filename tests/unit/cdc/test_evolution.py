@@ -7,7 +7,8 @@ import pytest
 
 from cdc.decode.model import Column
 from cdc.errors import SchemaEvolutionError
-from cdc.evolution import ADD, WIDEN, Change, Incompatible, evolution_error, merge_type, offends, plan, table_changes
+from cdc.evolution import (ADD, WIDEN, Change, Incompatible, evolution_error, merge_type, offends, plan, sql_type,
+                           table_changes)
 
 I32, I64, F32, F64, S = pa.int32(), pa.int64(), pa.float32(), pa.float64(), pa.string()
 TABLE = [Column("id", I64, False), Column("qty", I32), Column("price", pa.decimal128(10, 2)), Column("w", F32),
@@ -105,7 +106,7 @@ def test_error_names_table_column_types_and_offset() -> None:
     err = evolution_error("inv.items", "db.inv.items", exc, (2, 41))
     assert isinstance(err, SchemaEvolutionError) and err.exit_code == 2
     msg = str(err)
-    for part in ("inv.items", "'qty'", "int32 → string", "partition 2 offset 41", "nothing was written"):
+    for part in ("inv.items", "'qty'", "int → string", "partition 2 offset 41", "nothing was written"):
         assert part in msg
     assert (err.table, err.column, err.offset, err.partition) == ("inv.items", "qty", 41, 2)
     assert "not located" in str(evolution_error("t", "topic", exc, None))
@@ -117,3 +118,11 @@ def test_offends_checks_one_records_own_type() -> None:
     assert not offends(exc, I32, [Column("qty", I32)])
     assert not offends(exc, I32, [Column("qty", I64)])  # a widening is not the offending change
     assert not offends(exc, I32, [Column("id", I64)]) and not offends(exc, I32, None)
+
+
+def test_sql_type_spelling() -> None:
+    assert [sql_type(t) for t in (I32, I64, F32, F64, pa.decimal128(10, 2), pa.timestamp("us"),
+                                  pa.timestamp("us", "UTC"), pa.date32(), pa.binary())] == [
+        "int", "bigint", "float", "double", "decimal(10,2)", "timestamp_ntz", "timestamp", "date", "binary"]
+    assert sql_type(pa.list_(pa.struct([("wkb", pa.binary()), ("srid", I32)]))) == "array<struct<wkb:binary,srid:int>>"
+    assert sql_type(pa.map_(S, I64)) == "map<string,bigint>"

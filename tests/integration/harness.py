@@ -1,0 +1,436 @@
+"""Randomized oracle harness: seeded Debezium streams → the real job → Iceberg table == the generator's oracle.
+
+A *scenario* is one pipeline (one or two tables, each with its own topic and seeded ``ChangeEventGenerator``) whose
+stream mixes snapshot reads, inserts, updates, deletes, primary-key changes, TOAST placeholders and truncates, then
+goes through delivery faults: connector restarts (redelivered windows, duplicates arriving after newer events) and,
+in *adversarial* scenarios, events moved later than newer ones (``move_later``). The records are produced to the local
+broker (JSON or Confluent Avro), then the job runs batch after batch with random ``max_records_per_partition`` until
+it reports ``empty``. Optionally one run crashes:
+
+* ``kill:<point>``   a real ``python jobs/ingest.py`` subprocess with ``CDC_KILL_AT=<point>`` (SIGKILLs itself there);
+* ``sigkill:<secs>`` a real subprocess killed from outside (SIGKILL to its process group, JVM included) after <secs>;
+* ``raise:<point>``  in-process: an exception at the crash point (cheap; the on-disk state is what a kill there
+  leaves, because every Iceberg commit is atomic), then the next run takes the batch over as if its owner died.
+
+Afterwards the table is compared with ``expected_rows()`` (hard deletes: table == oracle, row by row; soft deletes:
+live rows == oracle, every other row is flagged ``__deleted`` and its key is in ``deleted_keys()``), and the ledger is
+checked: nothing pending, incremental ranges contiguous per partition from 0 to the high watermark.
+
+Reproduce one scenario: ``Scenario.random(seed)`` is deterministic; ``run_scenario(...)`` returns mismatches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from devtools.debezium import (AvroSerializer, ChangeEventGenerator, GeneratorConfig, JsonSerializer, move_later,
+                               produce, redeliver, replay)
+from tests.conftest import unique
+
+REPO = Path(__file__).resolve().parents[2]
+INGEST = REPO / "jobs" / "ingest.py"
+CRASH_POINTS = ("after_claim", "after_stage", "after_staged", "after_truncate", "after_merge", "before_commit",
+                "after_commit")
+
+
+@dataclass
+class TableSpec:
+    seed: int
+    connector: str  # postgresql | mysql
+    delete_mode: str  # hard | soft
+    partitions: int
+    replica_identity: str
+    snapshot: int
+    ops: int
+    truncate_weight: float
+    restarts: int  # connector restarts → redelivered windows
+    adversarial: bool  # move_later (only without TOAST: a placeholder cannot be resolved before its base value)
+
+
+@dataclass
+class Scenario:
+    seed: int
+    fmt: str  # json | avro
+    tables: list[TableSpec]
+    batch_sizes: list[int]  # max_records_per_partition per run (the last one repeats)
+    crash: str | None = None  # kill:<point> | sigkill:<seconds> | raise:<point> | None
+    crash_run: int = 0  # which run crashes
+    split: float = 1.0  # share of records produced before the first run (the rest after the crash run)
+
+    @staticmethod
+    def random(seed: int, crash_kinds: tuple[str, ...] = (), crash_odds: float = 0.0, size: str = "small") -> "Scenario":
+        rng = random.Random(seed)
+        n_tables = rng.choice((1, 1, 2))
+        tables = []
+        for i in range(n_tables):
+            connector = rng.choice(("postgresql", "mysql"))
+            adversarial = rng.random() < 0.3
+            ops = rng.randint(20, 60) if size == "small" else rng.randint(60, 200)
+            tables.append(TableSpec(
+                seed=seed * 10 + i, connector=connector, delete_mode=rng.choice(("hard", "soft")),
+                partitions=rng.choice((1, 2, 3)),
+                replica_identity=rng.choice(("full", "default", "key")) if connector == "postgresql" else "full",
+                snapshot=rng.randint(0, 12), ops=ops, truncate_weight=rng.choice((0.0, 0.0, 0.05, 0.15)),
+                restarts=rng.randint(0, 3), adversarial=adversarial))
+        batch_sizes = [rng.choice((3, 7, 15, 30, 80)) for _ in range(3)]
+        crash = None
+        if crash_kinds and rng.random() < crash_odds:
+            kind = rng.choice(crash_kinds)
+            crash = f"sigkill:{rng.uniform(10, 40):.1f}" if kind == "sigkill" else f"{kind}:{rng.choice(CRASH_POINTS)}"
+        return Scenario(seed=seed, fmt=rng.choice(("json", "json", "avro")), tables=tables, batch_sizes=batch_sizes,
+                        crash=crash, crash_run=rng.randint(0, 1), split=rng.choice((1.0, 0.5)))
+
+
+@dataclass
+class Stream:
+    spec: TableSpec
+    gen: ChangeEventGenerator
+    records: list[Any]
+    topic: str
+    target: str  # namespace.table
+
+
+@dataclass
+class Outcome:
+    scenario: Scenario
+    runs: int = 0
+    crashed: bool = False
+    mismatches: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        s = self.scenario
+        kinds = ",".join(f"{t.connector[:2]}/{t.delete_mode}/p{t.partitions}/{t.replica_identity}"
+                         f"{'/adv' if t.adversarial else ''}" for t in s.tables)
+        return (f"seed={s.seed} fmt={s.fmt} tables=[{kinds}] batches={s.batch_sizes} crash={s.crash} "
+                f"runs={self.runs} {self.seconds:.0f}s")
+
+
+def build_stream(spec: TableSpec) -> tuple[ChangeEventGenerator, list[Any]]:
+    rng = random.Random(spec.seed ^ 0x5EED)
+    toast = 0.0 if spec.adversarial else 0.3
+    gen = ChangeEventGenerator(spec.seed, GeneratorConfig(
+        connector=spec.connector, partitions=spec.partitions, replica_identity=spec.replica_identity,
+        toast_fraction=toast, binlog_max_bytes=3_000))
+    records = gen.snapshot(spec.snapshot)
+    weights = {"insert": 4, "update": 5, "delete": 1.5, "change_pk": 0.5, "truncate": spec.truncate_weight}
+    records += gen.random_ops(spec.ops, weights)
+    records = redeliver(records, rng, restarts=spec.restarts, max_window=15)
+    if spec.adversarial:
+        records = move_later(records, rng, fraction=0.08, max_shift=25)
+    assert replay(records) == gen.expected_rows(), "generator oracle and reference replay disagree"
+    return gen, records
+
+
+class Harness:
+    """Drives scenarios against the session broker / Spark / warehouse (and a registry for Avro)."""
+
+    def __init__(self, spark: Any, broker: Any, warehouse: Path, registry: Any = None, tmp: Path | None = None):
+        self.spark, self.broker, self.warehouse, self.registry = spark, broker, Path(warehouse), registry
+        self.tmp = Path(tmp or warehouse)
+
+    # ------------------------------------------------------------------ setup
+
+    def config_dict(self, scenario: Scenario, streams: list[Stream], meta: str) -> dict[str, Any]:
+        raw: dict[str, Any] = {
+            "pipeline": "oracle", "kafka": {"bootstrap.servers": self.broker.bootstrap}, "format": scenario.fmt,
+            "catalog": {"name": "lake", "type": "hadoop", "warehouse": str(self.warehouse)},
+            "metadata_namespace": meta,
+            "spark": {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+            "batch": {"read_timeout_seconds": 20, "chunk_size": 25},
+            "tables": [{"topic": s.topic, "target": s.target, "delete_mode": s.spec.delete_mode,
+                        "max_dead_letter_ratio": 0.0} for s in streams],
+        }
+        if scenario.fmt == "avro":
+            raw["schema_registry"] = {"url": self.registry.url}
+        return raw
+
+    def prepare(self, scenario: Scenario) -> tuple[list[Stream], dict[str, Any]]:
+        streams = []
+        for spec in scenario.tables:
+            gen, records = build_stream(spec)
+            topic = unique(f"oracle.{spec.connector}.t")
+            self.broker.create_topic(topic, partitions=spec.partitions)
+            streams.append(Stream(spec, gen, records, topic, f"{unique('o')}.t{len(streams)}"))
+        return streams, self.config_dict(scenario, streams, unique("ometa"))
+
+    def produce(self, scenario: Scenario, streams: list[Stream], part: slice) -> None:
+        for s in streams:
+            if scenario.fmt == "avro":
+                from confluent_kafka.schema_registry import SchemaRegistryClient
+
+                ser: Any = AvroSerializer(SchemaRegistryClient(self.registry.client_config), topic=s.topic)
+            else:
+                ser = JsonSerializer()
+            produce(self.broker.bootstrap, s.topic, s.records[part], ser)
+
+    # ------------------------------------------------------------------ running
+
+    def run_inprocess(self, raw: dict[str, Any], max_records: int) -> list[dict[str, Any]]:
+        from cdc.config import parse_config
+        from cdc.run import run_batch
+
+        cfg = parse_config(raw).with_batch(max_records_per_partition=max_records)
+        return run_batch(self.spark, cfg, list(cfg.tables))["tables"]
+
+    def run_cli(self, raw: dict[str, Any], max_records: int | None = None, env: dict[str, str] | None = None,
+                kill_after: float | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+        return run_cli(self.write_config(raw), max_records, env, kill_after, timeout)
+
+    def write_config(self, raw: dict[str, Any]) -> Path:
+        path = self.tmp / f"{unique('pipeline')}.yaml"
+        path.write_text(yaml.safe_dump(raw))
+        return path
+
+    def refresh(self, raw: dict[str, Any]) -> None:
+        """Forget cached Iceberg metadata (another process wrote these tables)."""
+        meta = raw["metadata_namespace"]
+        names = [f"lake.{meta}.ledger", f"lake.{meta}.dead_letters"]
+        for t in raw["tables"]:
+            flat = t["target"].replace(".", "__")
+            names += [f"lake.{t['target']}", f"lake.{meta}.staging__{flat}", f"lake.{meta}.tombstones__{flat}"]
+        for n in names:
+            try:
+                self.spark.catalog.refreshTable(n)
+            except Exception:  # not created (yet)
+                pass
+
+    def run_scenario(self, scenario: Scenario) -> Outcome:
+        t0 = time.monotonic()
+        out = Outcome(scenario)
+        streams, raw = self.prepare(scenario)
+        n = {s.topic: len(s.records) for s in streams}
+        first = {s.topic: int(n[s.topic] * scenario.split) for s in streams}
+        for s in streams:
+            self.produce(scenario, [s], slice(0, first[s.topic]))
+        produced_rest = scenario.split >= 1.0
+        sizes = list(scenario.batch_sizes)
+        run = 0
+        while True:
+            size = sizes[min(run, len(sizes) - 1)]
+            if scenario.crash and run == scenario.crash_run and not out.crashed:
+                out.crashed = True
+                self.crash(scenario.crash, raw, size)
+                self.refresh(raw)
+            else:
+                results = self.run_inprocess(raw, size)
+                if all(r["status"] == "empty" for r in results):
+                    if produced_rest:
+                        break
+                    for s in streams:
+                        self.produce(scenario, [s], slice(first[s.topic], None))
+                    produced_rest = True
+            run += 1
+            if run > 60:
+                out.mismatches.append("did not catch up within 60 runs")
+                break
+        out.runs = run
+        for s in streams:
+            out.mismatches += compare(self.spark, f"lake.{s.target}", s)
+            out.mismatches += check_ledger(self.spark, raw, s, self.broker)
+        out.seconds = time.monotonic() - t0
+        return out
+
+    def crash(self, how: str, raw: dict[str, Any], size: int) -> None:
+        kind, _, arg = how.partition(":")
+        if kind == "kill":
+            res = self.run_cli(raw, size, env={"CDC_KILL_AT": arg})
+            assert res.returncode in (0, -signal.SIGKILL), f"unexpected exit {res.returncode}: {res.stderr[-2000:]}"
+        elif kind == "sigkill":
+            res = self.run_cli(raw, size, kill_after=float(arg))
+            assert res.returncode in (0, -signal.SIGKILL), f"unexpected exit {res.returncode}: {res.stderr[-2000:]}"
+        elif kind == "raise":
+            raise_at(arg, lambda: self.run_inprocess(raw, size))
+        else:
+            raise ValueError(how)
+
+
+class Crash(BaseException):  # not Exception: must pass through the phase() wrappers
+    """Stands in for the process dying at a crash point (in-process scenarios)."""
+
+
+def raise_at(point: str, fn: Callable[[], Any]) -> bool:
+    """Run ``fn`` with an exception raised at crash point ``point``; True if it got there. Afterwards the batch's
+    owner counts as dead (as after a real kill), so the next run takes it over."""
+    import cdc.apply
+    import cdc.run
+
+    def checkpoint(p: str) -> None:
+        if p == point:
+            raise Crash(p)
+
+    saved = cdc.run.checkpoint, cdc.apply.checkpoint
+    cdc.run.checkpoint = cdc.apply.checkpoint = checkpoint
+    try:
+        fn()
+        return False
+    except Crash:
+        return True
+    finally:
+        cdc.run.checkpoint, cdc.apply.checkpoint = saved
+        _owner_dead_once()
+
+
+def _owner_dead_once() -> None:
+    """Make the next run see pending batches of this (living) process as abandoned: rewrite ``owner``."""
+    import cdc.run
+
+    original = cdc.run.owner_alive
+
+    def dead(owner: str, claimed_at: Any, lease: float) -> bool:
+        cdc.run.owner_alive = original
+        return False
+
+    cdc.run.owner_alive = dead
+
+
+def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CDC_")}
+    env.update({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
+    env.update(extra or {})
+    return env
+
+
+def run_cli(config: Path, max_records: int | None = None, env: dict[str, str] | None = None,
+            kill_after: float | None = None, timeout: float = 300, args: tuple[str, ...] = ()
+            ) -> subprocess.CompletedProcess:
+    """``python jobs/ingest.py --config ...`` in its own process group (killed as a whole at the end)."""
+    cmd = [sys.executable, str(INGEST), "--config", str(config), "--master", "local[2]", *args]
+    if max_records is not None:
+        cmd += ["--max-records", str(max_records)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(env),
+                            cwd=str(REPO), start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=kill_after if kill_after is not None else timeout)
+    except subprocess.TimeoutExpired:
+        if kill_after is None:
+            kill_group(proc)
+            raise
+        kill_group(proc)
+        out, err = proc.communicate()
+    finally:
+        kill_group(proc)  # the JVM is a child: a dead driver must not leave it running
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    if proc.returncode is None:
+        proc.wait(5)
+
+
+def summary_of(res: subprocess.CompletedProcess) -> dict[str, Any] | None:
+    lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+    try:
+        return json.loads(lines[-1]) if lines else None
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------- comparison
+
+def _read(spark: Any, table: str) -> tuple[list[dict[str, Any]], set[str]]:
+    df = spark.table(table)
+    sel = []
+    for f in df.schema.fields:
+        t = f.dataType.typeName()
+        if t == "date":
+            sel.append(f"unix_date(`{f.name}`) AS `{f.name}`")
+        elif t.startswith("timestamp"):
+            sel.append(f"unix_micros(CAST(`{f.name}` AS TIMESTAMP)) AS `{f.name}`")
+        else:
+            sel.append(f"`{f.name}`")
+    return [r.asDict() for r in df.selectExpr(*sel).collect()], {f.name for f in df.schema.fields}
+
+
+def _norm(v: Any) -> Any:
+    if isinstance(v, Decimal):
+        return v.normalize() if v == v.to_integral_value() else v
+    return v
+
+
+def compare(spark: Any, table: str, s: Stream) -> list[str]:
+    """Row-by-row comparison with the oracle; returns human-readable mismatches (empty when equal)."""
+    expected = s.gen.expected_rows()
+    deleted = s.gen.deleted_keys()
+    cols = [c.name for c in s.gen.table.columns]
+    pk = s.gen.table.primary_key[0]
+    try:
+        rows, have = _read(spark, table)
+    except Exception as exc:  # the table may not exist when every event was dropped
+        if expected:
+            return [f"{table}: cannot read ({str(exc).splitlines()[0][:200]})"]
+        return []
+    bad = []
+    soft = s.spec.delete_mode == "soft"
+    if soft and rows and "__deleted" not in have:
+        bad.append(f"{table}: soft mode but no __deleted column")
+    live = {}
+    for r in rows:
+        if soft and r.get("__deleted"):
+            if r[pk] in expected:
+                bad.append(f"{table}: key {r[pk]} flagged deleted but exists in the source")
+            elif r[pk] not in deleted:
+                bad.append(f"{table}: key {r[pk]} flagged deleted but never existed")
+            continue
+        if r[pk] in live:
+            bad.append(f"{table}: key {r[pk]} appears twice")
+        live[r[pk]] = r
+    for k in sorted(set(live) | set(expected)):
+        if k not in expected:
+            bad.append(f"{table}: extra row {k} (op {live[k].get('__op')}, batch {live[k].get('__batch_id')})")
+        elif k not in live:
+            bad.append(f"{table}: missing row {k}")
+        else:
+            for c in cols:
+                a, b = _norm(live[k].get(c)), _norm(expected[k].get(c))
+                if a != b:
+                    bad.append(f"{table}: row {k} column {c}: table {str(a)[:60]!r} != source {str(b)[:60]!r}")
+    return bad
+
+
+def check_ledger(spark: Any, raw: dict[str, Any], s: Stream, broker: Any) -> list[str]:
+    """Nothing pending; committed incremental ranges per partition are contiguous from 0 to the end."""
+    from cdc.kafka.offsets import high_watermarks
+
+    rows = spark.sql(f"SELECT * FROM lake.{raw['metadata_namespace']}.ledger WHERE table_name = '{s.target}' "
+                     "ORDER BY batch_id").collect()
+    bad = [f"{s.target}: batch {r.batch_id} left {r.status}" for r in rows if r.status != "committed"]
+    ends = high_watermarks({"bootstrap.servers": broker.bootstrap}, s.topic)
+    for p, end in ends.items():
+        got = sorted((r.start_offset, r.end_offset) for r in rows if r.partition == p and r.mode == "incremental"
+                     and r.status == "committed")
+        pos = 0
+        for a, b in got:
+            if a != pos:
+                bad.append(f"{s.target}: partition {p}: ledger range [{a}, {b}) does not start at {pos}")
+            pos = b
+        if pos != end:
+            bad.append(f"{s.target}: partition {p}: ledger ends at {pos}, topic ends at {end}")
+    return bad
+
+
+def scenario_with(s: Scenario, **changes: Any) -> Scenario:
+    return replace(s, **changes)

@@ -1,0 +1,148 @@
+"""Concurrent runs of one table (real processes) and secrets that must never be printed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.integration import events
+from tests.integration.events import pg
+from tests.integration.harness import INGEST, REPO, cli_env, kill_group, summary_of
+from tests.integration.reliability import cli, ledger_rows, pipeline, table_rows, topic, write
+
+pytestmark = pytest.mark.integration
+
+
+def start(config, env=None, *args) -> subprocess.Popen:
+    cmd = [sys.executable, str(INGEST), "--config", str(config), "--master", "local[2]", *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(env),
+                            cwd=str(REPO), start_new_session=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 400) -> subprocess.CompletedProcess:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        kill_group(proc)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def load(spark, raw, n=40):
+    events.produce(broker_of(raw), topic(raw), [pg("c", i, {"id": i, "name": f"n{i}", "bio": None}, 10 + i)
+                                                for i in range(n)])
+
+
+def broker_of(raw):
+    return raw["kafka"]["bootstrap.servers"]
+
+
+def refresh(spark, raw):
+    for n in (f"lake.{raw['metadata_namespace']}.ledger", f"lake.{raw['tables'][0]['target']}"):
+        try:
+            spark.catalog.refreshTable(n)
+        except Exception:
+            pass
+
+
+def test_two_processes_started_together_do_not_both_merge(spark, broker, warehouse, tmp_path):
+    raw = pipeline(broker, warehouse)
+    load(spark, raw)
+    config = write(raw, tmp_path)
+    a, b = start(config), start(config)
+    ra, rb = finish(a), finish(b)
+    codes = sorted((ra.returncode, rb.returncode))
+    assert all(c in (0, 75) for c in codes), (ra.stderr[-3000:], rb.stderr[-3000:])
+    summaries = [summary_of(r) for r in (ra, rb) if r.returncode == 0]
+    committed = [s["tables"][0] for s in summaries if s["tables"][0]["status"] == "committed"]
+    assert len(committed) == 1, (codes, summaries)  # exactly one merged; the other refused (75) or found nothing
+    for r in (ra, rb):
+        if r.returncode == 75:
+            lines = [ln for ln in r.stderr.splitlines() if ln.startswith("ERROR")]
+            assert len(lines) == 1 and "[ConcurrentRunError]" in lines[0], r.stderr[-2000:]
+    refresh(spark, raw)
+    assert sorted(table_rows(spark, raw)) == list(range(40))
+    rows = ledger_rows(spark, raw)
+    assert [(r.status, r.start_offset, r.end_offset) for r in rows] == [("committed", 0, 40)]
+
+
+def test_a_run_refuses_while_a_live_run_holds_the_claim(spark, broker, warehouse, tmp_path):
+    raw = pipeline(broker, warehouse)
+    load(spark, raw)
+    holder = start(write(raw, tmp_path), {"CDC_PAUSE_AT": "after_stage:45"})
+    try:
+        deadline = time.monotonic() + 240
+        while True:  # wait until the holder has claimed (and staged) its batch
+            refresh(spark, raw)
+            if [r for r in ledger_rows(spark, raw) if r.status == "claimed"]:
+                break
+            assert holder.poll() is None, holder.communicate()
+            assert time.monotonic() < deadline, "holder never claimed"
+            time.sleep(1)
+        res = cli(raw, tmp_path)  # a manual run meanwhile
+        assert res.code == 75, res.stderr
+        assert len(res.error_lines) == 1 and res.error_lines[0].startswith("ERROR [ConcurrentRunError]")
+        assert "being processed by another run" in res.stderr and raw["tables"][0]["target"] in res.stderr
+    finally:
+        done = finish(holder)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert summary_of(done)["tables"][0]["status"] == "committed"
+    refresh(spark, raw)
+    assert sorted(table_rows(spark, raw)) == list(range(40))
+    assert [r.status for r in ledger_rows(spark, raw)] == ["committed"]
+
+
+SECRET_REGISTRY = "Reg1stry-S3cret-pw-9f8e7d"
+SECRET_KAFKA = "Kafk4-SASL-S3cret-pw-1a2b3c"
+
+
+def test_secrets_never_appear_in_output(spark, broker, warehouse, tmp_path):
+    """Registry basic-auth and Kafka SASL passwords come from ${ENV}; failures (401, broker down) never print them."""
+    from devtools.broker import free_port
+    from devtools.registry import LocalSchemaRegistry
+
+    from tests.integration.test_bad_input import avro_records
+
+    with LocalSchemaRegistry(username="cdc", password="the-right-one") as registry:
+        raw = pipeline(broker, warehouse, "avro", registry)
+        events.produce(broker.bootstrap, topic(raw), avro_records(registry, raw))
+        raw["schema_registry"]["basic.auth.credentials.source"] = "USER_INFO"
+        raw["schema_registry"]["basic.auth.user.info"] = "cdc:${CDC_TEST_REGISTRY_PASSWORD}"
+        wrong_registry = finish(start(write(raw, tmp_path), {"CDC_TEST_REGISTRY_PASSWORD": SECRET_REGISTRY}))
+
+    raw2 = pipeline(broker, warehouse)
+    raw2["kafka"] = {"bootstrap.servers": f"127.0.0.1:{free_port()}", "security.protocol": "SASL_PLAINTEXT",
+                     "sasl.mechanism": "PLAIN", "sasl.username": "cdc", "sasl.password": "${CDC_TEST_KAFKA_PASSWORD}",
+                     "socket.connection.setup.timeout.ms": 2000}
+    raw2["batch"]["read_timeout_seconds"] = 3
+    no_broker = finish(start(write(raw2, tmp_path), {"CDC_TEST_KAFKA_PASSWORD": SECRET_KAFKA}))
+
+    assert wrong_registry.returncode == 2, wrong_registry.stderr[-3000:]
+    assert "refused access" in wrong_registry.stderr and "credentials" in wrong_registry.stderr
+    assert no_broker.returncode == 75, no_broker.stderr[-3000:]
+    for res in (wrong_registry, no_broker):
+        text = res.stdout + res.stderr
+        for secret in (SECRET_REGISTRY, SECRET_KAFKA):
+            assert secret not in text
+        errors = [ln for ln in res.stderr.splitlines() if ln.startswith("ERROR")]
+        assert len(errors) == 1, res.stderr[-3000:]
+
+
+def test_redacted_config_and_repo_hold_no_secret():
+    from cdc.config import parse_config
+
+    cfg = parse_config({
+        "pipeline": "p", "format": "avro",
+        "kafka": {"bootstrap.servers": "b:9092", "sasl.password": "${PW}", "sasl.jaas.config": "x password=${PW}",
+                  "ssl.key.password": "${PW}"},
+        "schema_registry": {"url": "http://r", "basic.auth.user.info": "u:${PW}"},
+        "catalog": {"warehouse": "/tmp/w"}, "tables": [{"topic": "t", "target": "a.b"}]}, env={"PW": "hunter2-xyz"})
+    assert cfg.kafka["sasl.password"] == "hunter2-xyz"
+    assert "hunter2-xyz" not in json.dumps(cfg.redacted())
+    tracked = subprocess.run(["git", "grep", "-I", "-n", "-E", r"(sasl\.password|user\.info)\s*[:=]\s*['\"]?[A-Za-z0-9]"
+                              r"{6,}", "--", ":!tests", ":!docs", ":!devtools"],
+                             cwd=REPO, capture_output=True, text=True)
+    assert tracked.stdout.strip() == "", tracked.stdout
