@@ -13,8 +13,8 @@ from typing import Any, Sequence
 from cdc.decode.model import Column
 from cdc.faults import checkpoint
 from cdc.merge import (MergeSpec, changes_sql, classify_sql, merge_target_sql, merge_tombstones_sql, newest_sql,
-                       staged_truncates_sql, truncate_sql, tuple_cmp_literal)
-from cdc.stage import toast_columns
+                       truncate_sql, tuple_cmp_literal)
+from cdc.stage import BatchStats
 from cdc.tables import TableNames, ensure_target, ensure_tombstones
 
 
@@ -29,26 +29,20 @@ class ApplyResult:
     barrier: tuple[int, ...] | None  # this batch's own newest truncate position
 
 
-def batch_truncate(spark: Any, staging: str, batch_id: int, ordering: Sequence[str]) -> tuple[int, ...] | None:
-    probe = MergeSpec(target="", staging=staging, tombstones=None, batch_id=batch_id, key=("_",), columns=(),
-                      ordering=tuple(ordering))
-    row = spark.sql(staged_truncates_sql(probe)).first()
-    return None if row is None else tuple(int(v) for v in row)
-
-
 def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Sequence[Column], key: Sequence[str],
-                ordering: Sequence[str], delete_mode: str, previous_barrier: tuple[int, ...] | None) -> ApplyResult:
+                ordering: Sequence[str], delete_mode: str, previous_barrier: tuple[int, ...] | None,
+                stats: BatchStats) -> ApplyResult:
     soft = delete_mode == "soft"
     key_cols = [c for c in row_columns if c.name in key]
     ensure_target(spark, names.target, row_columns, key, ordering, soft)
     if not soft:
         ensure_tombstones(spark, names.tombstones, key_cols, ordering)
-    own = batch_truncate(spark, names.staging, batch_id, ordering)
+    own = stats.truncate
     barrier = max(b for b in (previous_barrier, own) if b) if (previous_barrier or own) else None
     spec = MergeSpec(
         target=names.target, staging=names.staging, tombstones=None if soft else names.tombstones,
         batch_id=batch_id, key=tuple(key), columns=tuple(c.name for c in row_columns), ordering=tuple(ordering),
-        delete_mode=delete_mode, toast_columns=toast_columns(spark, names.staging, batch_id), barrier=barrier,
+        delete_mode=delete_mode, toast_columns=stats.toast_columns, barrier=barrier,
     )
     truncated = 0
     if own is not None:

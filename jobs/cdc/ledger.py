@@ -105,8 +105,21 @@ class Ledger:
                         "probably processing this table. Retry later") from None
                 time.sleep(0.5 * (attempt + 1))
 
+    def _fresh(self) -> str:
+        """The ledger's name, after dropping Spark/Iceberg's cached metadata for it.
+
+        Iceberg's catalog cache (``cache-enabled``, on by default) keeps the table as this session last loaded or
+        wrote it; reads do not see other processes' commits. Every decision here (pending batches, owners, the
+        cursor) must see them, so each read starts from the current metadata."""
+        try:
+            self.spark.catalog.refreshTable(self.name)
+        except Exception:  # not created yet: the read below reports it
+            pass
+        return self.name
+
     def committed_offsets(self, table: str, topic: str) -> dict[int, int]:
         """Incremental cursor: partition → end of the last committed incremental batch."""
+        self._fresh()
         rows = self.spark.sql(
             f"SELECT `partition`, max(end_offset) AS e FROM {self.name} WHERE {self._where(table)} "
             f"AND topic = {lit(topic)} AND status = 'committed' AND mode = 'incremental' GROUP BY `partition`"
@@ -114,11 +127,13 @@ class Ledger:
         return {int(r["partition"]): int(r["e"]) for r in rows}
 
     def next_batch_id(self, table: str) -> int:
+        self._fresh()
         row = self.spark.sql(f"SELECT max(batch_id) AS b FROM {self.name} WHERE {self._where(table)}").first()
         return 1 if row is None or row["b"] is None else int(row["b"]) + 1
 
     def pending(self, table: str) -> PendingBatch | None:
         """The oldest batch that is claimed or staged but not committed."""
+        self._fresh()
         rows = self.spark.sql(
             f"SELECT * FROM {self.name} WHERE {self._where(table)} AND status IN ('claimed', 'staged') "
             "ORDER BY batch_id, topic, `partition`").collect()
@@ -134,6 +149,7 @@ class Ledger:
 
     def barrier(self, table: str, before_batch: int) -> tuple[int, ...] | None:
         """Newest truncate position recorded by earlier batches of the table."""
+        self._fresh()
         rows = self.spark.sql(
             f"SELECT DISTINCT truncate_barrier FROM {self.name} WHERE {self._where(table)} "
             f"AND batch_id < {int(before_batch)} AND truncate_barrier IS NOT NULL").collect()
@@ -141,6 +157,7 @@ class Ledger:
         return max(found) if found else None
 
     def owners(self, table: str, batch_id: int) -> set[str]:
+        self._fresh()
         rows = self.spark.sql(f"SELECT DISTINCT run_id FROM {self.name} WHERE {self._where(table)} "
                               f"AND batch_id = {int(batch_id)}").collect()
         return {r[0] for r in rows}

@@ -219,11 +219,3 @@ def truncate_sql(spec: MergeSpec, position: Sequence[int]) -> list[str]:
     if spec.tombstones:
         stmts.append(f"DELETE FROM {spec.tombstones} t WHERE {older}")
     return stmts
-
-
-def staged_truncates_sql(spec: MergeSpec) -> str:
-    """The newest truncate position in the batch (NULL row when none)."""
-    cols = ", ".join(q(c) for c in spec.ordering)
-    desc = ", ".join(f"{q(c)} DESC" for c in spec.ordering)
-    return (f"SELECT {cols} FROM {spec.staging} WHERE batch_id = {int(spec.batch_id)} AND __kind = 'change' "
-            f"AND __op = 't' ORDER BY {desc} LIMIT 1")

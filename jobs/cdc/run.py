@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
 from cdc import errors
-from cdc.apply import apply_batch, batch_truncate
+from cdc.apply import apply_batch
 from cdc.config import PipelineConfig, TableConfig
 from cdc.decode.model import Column
 from cdc.errors import CdcError, ConcurrentRunError, ConfigError
@@ -24,8 +24,8 @@ from cdc.kafka.plan import Bounds, PartitionRange, cap_ranges, plan_backfill, pl
 from cdc.kafka.read import ReadSpec
 from cdc.ledger import Ledger, LedgerRange, PendingBatch, is_commit_conflict, owner_alive, process_owner
 from cdc.ordering import Ordering, from_columns, resolve
-from cdc.stage import (PartitionCounts, check_dead_letter_ratio, count, record_dead_letters, stage,
-                       staged_key_and_ordering)
+from cdc.stage import (BatchStats, PartitionCounts, batch_stats, check_dead_letter_ratio, record_dead_letters,
+                       stage, staged_key_and_ordering)
 from cdc.tables import TableNames, ensure_meta_tables, existing_columns, names, staging_columns, target_meta
 
 _TASK_ERROR = re.compile(r"\[cdc:(\w+)\] (.+)")
@@ -251,30 +251,33 @@ class TableRun:
             on_bad_record=self.t.on_bad_record, timeout_seconds=self.cfg.batch.read_timeout_seconds)
         with phase(result, "read_stage"):
             stage(self.spark, spec, split_chunks(self.t.topic, ranges, self.cfg.batch.chunk_size), self.names)
-            counts = count(self.spark, self.names.staging, batch_id)
-            record_dead_letters(self.spark, self.names, self.cfg.pipeline, self.t.target, batch_id)
+            stats = batch_stats(self.spark, self.names.staging, batch_id, ordering.columns)
+            counts = stats.partitions
+            if stats.dead_letters:
+                record_dead_letters(self.spark, self.names, self.cfg.pipeline, self.t.target, batch_id)
             check_dead_letter_ratio(self.t.target, counts, self.t.max_dead_letter_ratio, self.names.dead_letters,
                                     batch_id)
         checkpoint("after_stage")
         with phase(result, "ledger"):
-            own = batch_truncate(self.spark, self.names.staging, batch_id, ordering.columns)
             zero = PartitionCounts(0, 0, 0, 0)
             self.ledger.mark_staged(self.t.target, batch_id, self.run_id, [
                 LedgerRange(self.t.topic, r.partition, r.start, r.end, counts.get(r.partition, zero).events_read,
                             counts.get(r.partition, zero).events_skipped, counts.get(r.partition, zero).dead_letters)
-                for r in ranges], own)
+                for r in ranges], stats.truncate)
         checkpoint("after_staged")
         result.events_read = sum(c.events_read for c in counts.values())
         result.events_skipped = sum(c.events_skipped for c in counts.values())
         result.dead_letters = sum(c.dead_letters for c in counts.values())
-        self.merge_and_commit(result, batch_id, row_cols, key, ordering)
+        self.merge_and_commit(result, batch_id, row_cols, key, ordering, stats)
 
     def merge_and_commit(self, result: TableResult, batch_id: int, row_cols: list[Column], key: tuple[str, ...],
-                         ordering: Ordering) -> None:
+                         ordering: Ordering, stats: BatchStats | None = None) -> None:
         with phase(result, "merge"):
             previous = self.ledger.barrier(self.t.target, batch_id)
+            if stats is None:  # recovering a staged batch
+                stats = batch_stats(self.spark, self.names.staging, batch_id, ordering.columns)
             applied = apply_batch(self.spark, self.names, batch_id, row_cols, key, ordering.columns,
-                                  self.t.delete_mode, previous)
+                                  self.t.delete_mode, previous, stats)
         checkpoint("before_commit")
         with phase(result, "commit"):
             counts = {"inserted": applied.inserted, "updated": applied.updated, "deleted": applied.deleted}

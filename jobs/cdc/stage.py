@@ -48,19 +48,34 @@ def staged_key_and_ordering(spark: Any, staging: str) -> tuple[tuple[str, ...], 
     return tuple(json.loads(props["cdc.key"])), (kind, tuple(paths))
 
 
-def count(spark: Any, staging: str, batch_id: int) -> dict[int, PartitionCounts]:
+@dataclass(frozen=True)
+class BatchStats:
+    """What one pass over a staged batch tells: counts per partition, TOAST columns seen, newest truncate."""
+
+    partitions: dict[int, PartitionCounts]
+    toast_columns: tuple[str, ...]
+    truncate: tuple[int, ...] | None
+
+    @property
+    def dead_letters(self) -> int:
+        return sum(c.dead_letters for c in self.partitions.values())
+
+
+def batch_stats(spark: Any, staging: str, batch_id: int, ordering: Sequence[str]) -> BatchStats:
     skipped = ", ".join(lit(k) for k in SKIPPED)
+    position = "named_struct(" + ", ".join(f"'o{i}', {q(c)}" for i, c in enumerate(ordering)) + ")"
     rows = spark.sql(
         f"SELECT __partition AS p, count(*) AS n, sum(IF(__kind IN ({skipped}), 1, 0)) AS s, "
-        f"sum(IF(__kind = 'error', 1, 0)) AS e FROM {staging} WHERE batch_id = {int(batch_id)} GROUP BY __partition"
+        f"sum(IF(__kind = 'error', 1, 0)) AS e, array_distinct(flatten(collect_list(__unavailable))) AS u, "
+        f"max(IF(__kind = 'change' AND __op = 't', {position}, NULL)) AS t "
+        f"FROM {staging} WHERE batch_id = {int(batch_id)} GROUP BY __partition"
     ).collect()
-    return {int(r["p"]): PartitionCounts(int(r["p"]), int(r["n"]), int(r["s"]), int(r["e"])) for r in rows}
-
-
-def toast_columns(spark: Any, staging: str, batch_id: int) -> tuple[str, ...]:
-    rows = spark.sql(f"SELECT DISTINCT explode(__unavailable) AS c FROM {staging} "
-                     f"WHERE batch_id = {int(batch_id)} AND __unavailable IS NOT NULL").collect()
-    return tuple(sorted(r["c"] for r in rows))
+    truncates = [tuple(int(v) for v in r["t"]) for r in rows if r["t"] is not None]
+    return BatchStats(
+        partitions={int(r["p"]): PartitionCounts(int(r["p"]), int(r["n"]), int(r["s"]), int(r["e"])) for r in rows},
+        toast_columns=tuple(sorted({c for r in rows for c in (r["u"] or [])})),
+        truncate=max(truncates) if truncates else None,
+    )
 
 
 def record_dead_letters(spark: Any, names: TableNames, pipeline: str, table: str, batch_id: int) -> None:

@@ -58,7 +58,7 @@ def test_two_processes_started_together_do_not_both_merge(spark, broker, warehou
     assert all(c in (0, 75) for c in codes), (ra.stderr[-3000:], rb.stderr[-3000:])
     summaries = [summary_of(r) for r in (ra, rb) if r.returncode == 0]
     committed = [s["tables"][0] for s in summaries if s["tables"][0]["status"] == "committed"]
-    assert len(committed) == 1, (codes, summaries)  # exactly one merged; the other refused (75) or found nothing
+    assert len(committed) == 1, (codes, summaries, ra.stderr[-1500:], rb.stderr[-1500:])  # exactly one merged; the other refused (75) or found nothing
     for r in (ra, rb):
         if r.returncode == 75:
             lines = [ln for ln in r.stderr.splitlines() if ln.startswith("ERROR")]
@@ -66,7 +66,8 @@ def test_two_processes_started_together_do_not_both_merge(spark, broker, warehou
     refresh(spark, raw)
     assert sorted(table_rows(spark, raw)) == list(range(40))
     rows = ledger_rows(spark, raw)
-    assert [(r.status, r.start_offset, r.end_offset) for r in rows] == [("committed", 0, 40)]
+    assert [(r.status, r.start_offset, r.end_offset) for r in rows] == [("committed", 0, 40)], (
+        codes, [r.asDict() for r in rows], ra.stderr[-1500:], rb.stderr[-1500:])
 
 
 def test_a_run_refuses_while_a_live_run_holds_the_claim(spark, broker, warehouse, tmp_path):
@@ -109,7 +110,6 @@ def test_secrets_never_appear_in_output(spark, broker, warehouse, tmp_path):
     with LocalSchemaRegistry(username="cdc", password="the-right-one") as registry:
         raw = pipeline(broker, warehouse, "avro", registry)
         events.produce(broker.bootstrap, topic(raw), avro_records(registry, raw))
-        raw["schema_registry"]["basic.auth.credentials.source"] = "USER_INFO"
         raw["schema_registry"]["basic.auth.user.info"] = "cdc:${CDC_TEST_REGISTRY_PASSWORD}"
         wrong_registry = finish(start(write(raw, tmp_path), {"CDC_TEST_REGISTRY_PASSWORD": SECRET_REGISTRY}))
 
