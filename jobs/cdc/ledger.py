@@ -177,7 +177,14 @@ class Ledger:
         src = f"SELECT * FROM (VALUES {values}) AS v({_COLUMNS})"
         sql = (f"MERGE INTO {self.name} l USING ({src}) s ON l.pipeline = s.pipeline AND l.table_name = s.table_name "
                "AND l.batch_id = s.batch_id WHEN NOT MATCHED THEN INSERT *")
-        self._guarded(table, batch_id, run_id, "claim", lambda: self.spark.sql(sql))
+        try:
+            self._guarded(table, batch_id, run_id, "claim", lambda: self.spark.sql(sql))
+        except ConcurrentRunError:
+            # A MERGE with only an insert clause commits as an append, without conflict detection: both racing runs
+            # may have written their row. The one that saw only itself proceeds; whoever sees another owner withdraws
+            # its row (if both see both, both withdraw and the next run claims).
+            self.release(table, batch_id, run_id)
+            raise
         first = self.pending(table)
         moved = cursor is not None and topic is not None and self.committed_offsets(table, topic) != cursor
         if (first is not None and first.batch_id != batch_id) or moved:
@@ -191,7 +198,7 @@ class Ledger:
         """Withdraw this run's claim of a batch it has not staged (nothing else was written for it)."""
         self._write("release", table, f"DELETE FROM {self.name} WHERE {self._where(table)} "
                                       f"AND batch_id = {int(batch_id)} AND run_id = {lit(run_id)} "
-                                      "AND status = 'claimed'")
+                                      "AND status = 'claimed'", attempts=8)
 
     def take_over(self, table: str, pending: PendingBatch, run_id: str) -> None:
         sql = (f"UPDATE {self.name} SET run_id = {lit(run_id)}, owner = {lit(process_owner())}, "
