@@ -296,7 +296,7 @@ def _is_tansu(pid: int) -> bool:
         return False
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -315,7 +315,7 @@ def daemon_start(port: int, pidfile: str, log_path: str | None = None, timeout: 
     """Start tansu detached from this process (own session), write ``pidfile``, return the bootstrap."""
     if os.path.exists(pidfile):
         old = int(Path(pidfile).read_text().strip() or 0)
-        if old and _alive(old) and _is_tansu(old):
+        if old and pid_alive(old) and _is_tansu(old):
             raise RuntimeError(f"broker already running with pid {old} ({pidfile})")
     if port_in_use(port):
         raise RuntimeError(f"port {port} is already in use")
@@ -340,12 +340,12 @@ def daemon_stop(pidfile: str, grace: float = 5.0) -> bool:
     except (OSError, ValueError):
         return False
     stopped = False
-    if _alive(pid) and _is_tansu(pid):
+    if pid_alive(pid) and _is_tansu(pid):
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
-        while _alive(pid) and time.monotonic() < deadline:
+        while pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if _alive(pid):
+        if pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
         stopped = True
     with contextlib.suppress(OSError):

@@ -44,6 +44,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from devtools.broker import pid_alive
 from devtools.debezium import TOAST_PLACEHOLDER, ChangeEventGenerator, Column, GeneratorConfig, TableSchema
 from devtools.debezium.model import Record, default_table, to_python
 
@@ -336,17 +337,6 @@ def pidfile(name: str) -> Path:
     return STATE / f"{name}.pid"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError):
-        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-    return True
 
 
 def _ours(pid: int) -> bool:
@@ -374,13 +364,13 @@ def stop_one(name: str, grace: float = 15.0) -> bool:
     except (OSError, ValueError):
         return False
     stopped = False
-    if _alive(pid) and _ours(pid):
+    if pid_alive(pid) and _ours(pid):
         # Each daemon was started in its own session, so its process group is exactly it and its children
         # (gunicorn/uvicorn workers, task supervisors, spark-submit).
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
-        while _alive(pid) and time.monotonic() < deadline:
+        while pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
@@ -411,7 +401,7 @@ def wait_port(port: int, timeout: float, what: str, pid: int | None = None) -> N
             s.settimeout(0.5)
             if s.connect_ex((HOST, port)) == 0:
                 return
-        if pid is not None and not _alive(pid):
+        if pid is not None and not pid_alive(pid):
             raise DemoError(f"{what} exited; see {STATE}/{what}.log")
         time.sleep(0.2)
     raise DemoError(f"{what} did not listen on {HOST}:{port} within {timeout:.0f}s")
@@ -564,7 +554,7 @@ def wait_for_dag(api: Api, timeout: float = 180) -> None:
             api.login()
         for name in ("scheduler", "dag-processor", "api-server"):
             pid = int(pidfile(name).read_text())
-            if not _alive(pid):
+            if not pid_alive(pid):
                 raise DemoError(f"airflow {name} exited; see {STATE}/{name}.log")
         time.sleep(2)
     _, errs = api.request("GET", "/api/v2/importErrors")

@@ -77,7 +77,7 @@ def publish_run(planned: list[dict[str, Any]] | None, summaries: list[Any]) -> d
 
 
 def build_ingest_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
-    from cdc_airflow.spark import CdcSparkSubmitOperator
+    from cdc_airflow.spark import CdcSparkSubmitOperator, submit_kwargs
 
     names, topics = [t.target for t in cfg.tables], [t.topic for t in cfg.tables]
     config_path = str(cfg.source_path)
@@ -107,13 +107,7 @@ def build_ingest_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
         ingest = CdcSparkSubmitOperator.partial(
             task_id="ingest",
             application=settings.ingest_app,
-            conn_id=settings.spark_conn_id,
-            master=settings.spark_master,
-            pool=settings.pool,
-            py_files=settings.py_files,
-            jars=settings.iceberg_jar,
-            pipeline_spark_conf=dict(cfg.spark),
-            name=f"cdc-{cfg.pipeline}",
+            **submit_kwargs(settings, cfg, f"cdc-{cfg.pipeline}"),
             map_index_template="{{ task.table }}",
         ).expand_kwargs(planned)
 

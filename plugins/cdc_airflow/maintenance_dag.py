@@ -47,7 +47,7 @@ def args_from_params(config_path: str, params: dict[str, Any]) -> list[str]:
 
 
 def build_maintenance_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
-    from cdc_airflow.spark import CdcSparkSubmitOperator
+    from cdc_airflow.spark import CdcSparkSubmitOperator, submit_kwargs
 
     config_path = str(cfg.source_path)
     names = [t.target for t in cfg.tables]
@@ -69,13 +69,7 @@ def build_maintenance_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
         CdcSparkSubmitOperator(
             task_id="maintain",
             application=settings.maintenance_app,
-            conn_id=settings.spark_conn_id,
-            master=settings.spark_master,
-            pool=settings.pool,
-            py_files=settings.py_files,
-            jars=settings.iceberg_jar,
-            pipeline_spark_conf=dict(cfg.spark),
-            name=f"cdc-{cfg.pipeline}-maintenance",
+            **submit_kwargs(settings, cfg, f"cdc-{cfg.pipeline}-maintenance"),
             application_args=arguments(),
         )
     return dag

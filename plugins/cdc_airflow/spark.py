@@ -144,3 +144,9 @@ def build_cdc_zip(package_dir: Path, out_dir: Path) -> Path:
                 zf.write(p, f"{package_dir.name}/{p.relative_to(package_dir)}")
         os.replace(tmp, target)
     return target
+
+
+def submit_kwargs(settings: Any, cfg: Any, name: str) -> dict[str, Any]:
+    """The SparkSubmitOperator arguments shared by the ingestion and maintenance DAGs."""
+    return dict(conn_id=settings.spark_conn_id, master=settings.spark_master, pool=settings.pool,
+                py_files=settings.py_files, jars=settings.iceberg_jar, pipeline_spark_conf=dict(cfg.spark), name=name)

@@ -1,32 +1,3 @@
-"""Airflow test environment: a throw-away AIRFLOW_HOME, configured before anything imports airflow.
+"""Airflow tests: the throw-away AIRFLOW_HOME and the `airflow_db` fixture live in tests/airflow_env.py."""
 
-tests/dags/conftest.py does the same; whichever runs first creates the home, the other reuses it
-(CDC_TEST_AIRFLOW_HOME), so one pytest process never mixes two Airflow configurations.
-"""
-
-from __future__ import annotations
-
-import os
-import tempfile
-from pathlib import Path
-
-import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-_home = os.environ.get("CDC_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="cdc-airflow-home-")
-os.environ["CDC_TEST_AIRFLOW_HOME"] = _home
-os.environ["AIRFLOW_HOME"] = _home
-os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
-os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(REPO / "plugins")
-os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
-os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "True"
-os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[1]"}')
-
-
-@pytest.fixture(scope="session")
-def airflow_db() -> str:
-    """An initialised metadata DB (SQLite in the temp AIRFLOW_HOME)."""
-    from airflow.utils import db
-
-    db.initdb()
-    return _home
+from tests.airflow_env import REPO, airflow_db  # noqa: F401  (fixture re-export; sets AIRFLOW_* on import)

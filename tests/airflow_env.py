@@ -1,0 +1,32 @@
+"""Airflow test environment: a throw-away AIRFLOW_HOME, configured before anything imports airflow.
+
+Imported by tests/dags/conftest.py and tests/plugins/conftest.py; the first import creates the home, later ones
+reuse it (CDC_TEST_AIRFLOW_HOME), so one pytest process never mixes two Airflow configurations.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+HOME = os.environ.get("CDC_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="cdc-airflow-home-")
+os.environ["CDC_TEST_AIRFLOW_HOME"] = HOME
+os.environ["AIRFLOW_HOME"] = HOME
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
+os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(REPO / "plugins")
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "True"
+os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[1]"}')
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> str:
+    """An initialised metadata DB (SQLite in the temp AIRFLOW_HOME)."""
+    from airflow.utils import db
+
+    db.initdb()
+    return HOME
