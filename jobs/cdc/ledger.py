@@ -3,8 +3,10 @@
 Lifecycle of a batch (``status``):
 
 * ``claimed`` — appended right after planning by the run that will process the batch (``run_id``, ``owner``). The
-  claim is a MERGE on (pipeline, table, batch_id): of two runs racing for the same table, one commit wins and the other
-  sees a commit conflict or the winner's row and refuses with ``ConcurrentRunError``.
+  claim is a MERGE on (pipeline, table, batch_id). It commits as an append (no conflict detection), so each run then
+  re-reads the ledger: a run that sees another owner of its batch id, an older pending batch, or a cursor that moved
+  since it planned withdraws its rows and refuses with ``ConcurrentRunError``. Reads always drop the cached Iceberg
+  metadata first (``_fresh``): another process's claim must be visible.
 * ``staged`` — the batch's records are in the staging table; counts per partition are filled in.
 * ``committed`` — the target MERGE is done; counts and the target snapshot id are filled in.
 
@@ -217,14 +219,6 @@ class Ledger:
             raise ConcurrentRunError(
                 f"table {table}: batch {batch_id} is being processed by another run ({', '.join(sorted(others))}); "
                 f"this run ({what}) stops without writing. Retry later")
-
-    def release_claim(self, table: str, batch_id: int, run_id: str) -> None:
-        """Drop this run's claim of a batch that was never staged (the run failed before staging); best effort."""
-        try:
-            self.spark.sql(f"DELETE FROM {self.name} WHERE {self._where(table)} AND batch_id = {int(batch_id)} "
-                           f"AND run_id = {lit(run_id)} AND status = 'claimed'")
-        except Exception:  # a later run takes the claim over anyway
-            pass
 
     def mark_staged(self, table: str, batch_id: int, run_id: str, ranges: Sequence[LedgerRange],
                     barrier: tuple[int, ...] | None) -> None:

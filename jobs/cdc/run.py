@@ -6,6 +6,7 @@ Each phase is timed; an error names the phase, the table and (where known) topic
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 import uuid
@@ -233,7 +234,8 @@ class TableRun:
         try:
             self.stage_and_merge(result, batch_id, ranges, mode, schema)
         except CdcError:
-            self.ledger.release_claim(self.t.target, batch_id, self.run_id)  # only if still 'claimed'
+            with contextlib.suppress(Exception):  # best effort: a later run takes a leftover claim over anyway
+                self.ledger.release(self.t.target, batch_id, self.run_id)  # only if still 'claimed'
             raise
 
     def stage_and_merge(self, result: TableResult, batch_id: int, ranges: list[PartitionRange], mode: str,
@@ -296,7 +298,7 @@ class TableRun:
 
         decoder = make_decoder(self.cfg, self.t)
         samples = read_samples(self.cfg.kafka, self.t.topic, ranges, timeout=self.cfg.batch.read_timeout_seconds,
-                               usable=lambda k, v: bool(decoder.record_columns(k, v)))
+                               usable=lambda k, v: k is not None and bool(decoder.record_columns(k, v)))
         target_cols = existing_columns(self.spark, self.names.target)
         existing = [c for c in target_cols if c.name not in META_NAMES]
         from cdc import evolution
@@ -311,7 +313,7 @@ class TableRun:
                                lambda k, v: evolution.offends(exc, old, decoder.record_columns(k, v, existing)),
                                timeout=max(30.0, self.cfg.batch.read_timeout_seconds))
             raise evolution.evolution_error(self.t.target, self.t.topic, exc, where) from None
-        key = self.t.primary_key or tuple(c.name for c in decoder.key_columns(samples))
+        key = self.t.primary_key or tuple(c.name for c in decoder.key_columns(samples)) or self.known_key()
         missing = [k for k in key if k not in {c.name for c in cols}]
         if not key or missing:
             raise ConfigError(
@@ -320,6 +322,13 @@ class TableRun:
                 "for this table in the pipeline YAML")
         ordering = self.ordering(decoder.bind(cols), samples, [c.name for c in target_cols])
         return cols, tuple(key), ordering, decoder
+
+    def known_key(self) -> tuple[str, ...]:
+        """The key earlier batches used (a range may hold only keyless records, e.g. a truncate)."""
+        try:
+            return staged_key_and_ordering(self.spark, self.names.staging)[0]
+        except Exception:  # no earlier batch
+            return ()
 
     def ordering(self, decoder: Any, samples: list[tuple[bytes | None, bytes | None]],
                  target_names: list[str]) -> Ordering:

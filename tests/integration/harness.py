@@ -208,8 +208,17 @@ class Harness:
                 pass
 
     def run_scenario(self, scenario: Scenario) -> Outcome:
+        """Run one scenario; a job error (any exception) is reported as a mismatch, not raised."""
         t0 = time.monotonic()
         out = Outcome(scenario)
+        try:
+            self._run(scenario, out)
+        except Exception as exc:  # noqa: BLE001 - the report names the seed; the soak goes on
+            out.mismatches.append(f"run failed: {type(exc).__name__}: {str(exc).splitlines()[0][:400]}")
+        out.seconds = time.monotonic() - t0
+        return out
+
+    def _run(self, scenario: Scenario, out: Outcome) -> None:
         streams, raw = self.prepare(scenario)
         n = {s.topic: len(s.records) for s in streams}
         first = {s.topic: int(n[s.topic] * scenario.split) for s in streams}
@@ -240,8 +249,6 @@ class Harness:
         for s in streams:
             out.mismatches += compare(self.spark, f"lake.{s.target}", s)
             out.mismatches += check_ledger(self.spark, raw, s, self.broker)
-        out.seconds = time.monotonic() - t0
-        return out
 
     def crash(self, how: str, raw: dict[str, Any], size: int) -> None:
         kind, _, arg = how.partition(":")

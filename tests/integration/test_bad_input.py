@@ -93,7 +93,21 @@ def test_bad_json_records_become_dead_letters(spark, broker, warehouse, tmp_path
     assert "key field 'id'" in dl[3].error_message
     assert "unknown op 'x'" in dl[4].error_message
     assert "id" in dl[5].error_message
-    assert all(r.value is not None for r in dl.values())
+    assert all(r.value is not None for r in dl.values()), [(r.offset, r.error_class, r.value, r.error_message[:150])
+                                                           for r in dl.values()]
+
+
+def test_a_batch_holding_only_a_truncate(spark, broker, warehouse, tmp_path):
+    """Regression (found by the soak): a range whose records carry no key (a truncate) took its key from the
+    samples and failed with "primary key [] is empty", forever (the same range is planned again)."""
+    raw = pipeline(broker, warehouse)
+    events.produce(broker.bootstrap, topic(raw), [good(1, 10), good(2, 20), pg("t", None, None, 30), good(3, 40)])
+    assert cli(raw, tmp_path, "--max-records", "2").code == 0
+    res = cli(raw, tmp_path, "--max-records", "1")  # the range [2, 3) holds only the truncate
+    assert res.code == 0, res.stderr
+    assert json.loads(res.stdout.splitlines()[-1])["tables"][0]["deleted"] == 2
+    assert cli(raw, tmp_path).code == 0
+    assert table_rows(spark, raw).keys() == {3}
 
 
 def test_on_bad_record_fail_exits_2_naming_table_topic_partition_offset(spark, broker, warehouse, tmp_path):

@@ -19,6 +19,7 @@ from tests.integration.harness import Harness, Scenario
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
+@pytest.mark.timeout(0)  # hours, not the 900 s default
 def test_soak(spark, broker, warehouse, tmp_path):
     from devtools.registry import LocalSchemaRegistry
 

@@ -150,7 +150,7 @@ def stage_messages(spec: ReadSpec, topic: str, partition: int, msgs: list[tuple[
         batches, left = stage_avro(spec, topic, partition, msgs, rows.schema)
         yield from batches
     for off, ts, key, value in left:
-        rows.add(stage_record(spec, topic, partition, off, ts, key, value))
+        rows.add(stage_record(spec, topic, partition, off, ts, key, value), key, value)
     if len(rows):
         yield rows.to_batch()
         rows.reset()
