@@ -220,8 +220,18 @@ class Ledger:
                 f"table {table}: batch {batch_id} is being processed by another run ({', '.join(sorted(others))}); "
                 f"this run ({what}) stops without writing. Retry later")
 
+    def still_owner(self, table: str, batch_id: int, run_id: str) -> None:
+        """Raise if another run took this batch over (our claim outlived batch.claim_timeout_minutes)."""
+        owners = self.owners(table, batch_id)
+        if owners != {run_id}:
+            raise ConcurrentRunError(
+                f"table {table}: batch {batch_id} was taken over by another run "
+                f"({', '.join(sorted(owners - {run_id}))}) while this one was still working (raise "
+                "batch.claim_timeout_minutes?); this run stops. The table stays correct: the other run finishes it")
+
     def mark_staged(self, table: str, batch_id: int, run_id: str, ranges: Sequence[LedgerRange],
                     barrier: tuple[int, ...] | None) -> None:
+        self.still_owner(table, batch_id, run_id)
         def per_partition(field: str) -> str:
             cases = " ".join(f"WHEN {int(r.partition)} THEN {int(getattr(r, field))}" for r in ranges)
             return f"{field} = CASE `partition` {cases} ELSE 0 END"
@@ -235,6 +245,7 @@ class Ledger:
 
     def mark_committed(self, table: str, batch_id: int, run_id: str, counts: dict[str, int], snapshot_id: int | None,
                        phase_seconds: dict[str, float]) -> None:
+        self.still_owner(table, batch_id, run_id)
         sets = [
             "status = 'committed'",
             *(f"{k} = {int(counts.get(k, 0))}" for k in ("inserted", "updated", "deleted")),
