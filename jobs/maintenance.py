@@ -43,9 +43,10 @@ def ts_literal(dt: datetime) -> str:
 
 
 def helper_tables(cfg: "PipelineConfig", t: "TableConfig") -> tuple[str, str]:
-    suffix = f"{t.namespace.replace('.', '_')}__{t.table}"
-    ns = f"{cfg.catalog.name}.{cfg.metadata_namespace}"
-    return f"{ns}.staging__{suffix}", f"{ns}.tombstones__{suffix}"
+    from cdc.tables import names
+
+    n = names(cfg, t)
+    return n.staging, n.tombstones
 
 
 class Maintenance:
@@ -113,7 +114,7 @@ class Maintenance:
     def tombstones(self, ident: str) -> None:
         cutoff = ts_literal(self.hours_ago(self.args.tombstone_retention_hours))
         self.step(ident, "gc_tombstones", lambda: (self.spark.sql(
-            f"DELETE FROM {ident} WHERE deleted_at < {cutoff}"), {"older_than": cutoff})[1])
+            f"DELETE FROM {ident} WHERE __deleted_at < {cutoff}"), {"older_than": cutoff})[1])
         self.expire(ident)
 
     def run(self, tables: tuple["TableConfig", ...]) -> None:

@@ -51,7 +51,7 @@ def test_all_steps_for_existing_tables() -> None:
     assert "remove_orphan_files(table => 'inventory.orders', older_than => TIMESTAMP '2024-05-05 00:00:00')" in sql
     assert "DELETE FROM lake.cdc_meta.staging__inventory__orders WHERE batch_id IN (3)" in sql
     assert "status = 'committed' AND committed_at < TIMESTAMP '2024-05-05 00:00:00'" in sql
-    assert "DELETE FROM lake.cdc_meta.tombstones__inventory__orders WHERE deleted_at < TIMESTAMP '2024-05-07" in sql
+    assert "DELETE FROM lake.cdc_meta.tombstones__inventory__orders WHERE __deleted_at < TIMESTAMP '2024-05-07" in sql
     assert not [s for s in m.steps if s["error"]]
 
 
