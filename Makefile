@@ -1,5 +1,6 @@
 # The two commands: `make demo` and `make test`. The virtualenv lives in .venv/ (git-ignored).
 SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -13,8 +14,8 @@ venv: $(STAMP)
 $(STAMP): requirements.txt requirements-dev.txt
 	@command -v java >/dev/null || { echo "Java 17 is required (apt-get install -y openjdk-17-jre-headless)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-	$(PIP) install --quiet -r requirements-dev.txt 2>&1 | grep -v "^WARNING: Location" || true
+	$(PIP) install --quiet --upgrade pip 2>&1 | { grep -v "^WARNING: Location" || true; }
+	$(PIP) install --quiet -r requirements-dev.txt 2>&1 | { grep -v "^WARNING: Location" || true; }
 	$(PIP) check
 	touch $(STAMP)
 
