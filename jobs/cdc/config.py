@@ -22,6 +22,7 @@ DELETE_MODES = ("hard", "soft")
 BAD_RECORD_POLICIES = ("dead_letter", "fail")
 CATALOG_TYPES = ("hadoop", "hive", "rest", "glue", "jdbc", "nessie")
 DEFAULT_PLACEHOLDER = "__debezium_unavailable_value"
+DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024  # key + value; larger records are bad records (0: no limit)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _SECRET_WORDS = ("password", "secret", "token", "credentials", "user.info", "key", "jaas")
@@ -40,6 +41,7 @@ class TableConfig:
     on_bad_record: str = "dead_letter"
     max_dead_letter_ratio: float = 0.01
     allow_field_addition: bool = True
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
 
     @property
     def name(self) -> str:
@@ -267,7 +269,7 @@ class _Parser:
     def table(self, t: dict[str, Any], i: int) -> TableConfig:
         w = f"tables[{i}]."
         allowed = {"topic", "target", "primary_key", "ordering", "delete_mode", "unavailable_value_placeholder",
-                   "on_bad_record", "max_dead_letter_ratio", "allow_field_addition"}
+                   "on_bad_record", "max_dead_letter_ratio", "allow_field_addition", "max_record_bytes"}
         self.unknown(t, allowed, w)
         t = {k: self.subst(v, w + k) for k, v in t.items()}
         topic, target = t.get("topic"), t.get("target")
@@ -302,4 +304,6 @@ class _Parser:
             unavailable_value_placeholder=placeholder,
             on_bad_record=self.choice(t.get("on_bad_record", "dead_letter"), w + "on_bad_record", BAD_RECORD_POLICIES),
             max_dead_letter_ratio=ratio, allow_field_addition=afa,
+            max_record_bytes=self.number(t.get("max_record_bytes", DEFAULT_MAX_RECORD_BYTES), w + "max_record_bytes",
+                                         int, 0),
         )

@@ -250,7 +250,8 @@ class TableRun:
             table=self.t.target, kafka_conf=dict(self.cfg.kafka), decoder=decoder.bind(row_cols), ordering=ordering,
             key=tuple(key), row_columns=tuple(row_cols),
             staging_columns=tuple(staging_columns(row_cols, ordering.columns)), batch_id=batch_id,
-            on_bad_record=self.t.on_bad_record, timeout_seconds=self.cfg.batch.read_timeout_seconds)
+            on_bad_record=self.t.on_bad_record, timeout_seconds=self.cfg.batch.read_timeout_seconds,
+            max_record_bytes=self.t.max_record_bytes)
         with phase(result, "read_stage"):
             stage(self.spark, spec, split_chunks(self.t.topic, ranges, self.cfg.batch.chunk_size), self.names)
             stats = batch_stats(self.spark, self.names.staging, batch_id, ordering.columns)

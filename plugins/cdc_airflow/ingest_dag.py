@@ -22,6 +22,20 @@ log = logging.getLogger(__name__)
 START = datetime(2024, 1, 1)
 
 
+def ingest_timetable(schedule: str | None) -> Any:
+    """A cron schedule (or preset such as ``@hourly``) as a timetable with real data intervals.
+
+    Airflow 3 turns a cron string into ``CronTriggerTimetable``, whose runs have zero-length data intervals, so every
+    run of ``airflow backfill create`` would fail planning ("end_timestamp must be after start_timestamp"). With
+    ``CronDataIntervalTimetable`` a backfill run re-reads exactly the records Kafka stamped inside its interval.
+    Scheduled runs ignore the interval (they read from the ledger's cursor to the high watermark)."""
+    if schedule is None or schedule in ("@once", "@continuous"):
+        return schedule
+    from airflow.sdk.definitions.timetables.interval import CronDataIntervalTimetable
+
+    return CronDataIntervalTimetable(schedule, timezone="UTC")
+
+
 def default_args(settings: CdcSettings) -> dict[str, Any]:
     """Retries with exponential backoff; terminal job errors raise AirflowFailException and skip them."""
     return {
@@ -84,7 +98,7 @@ def build_ingest_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
     dag = DAG(
         dag_id=f"cdc_{cfg.pipeline}",
         description=f"CDC {cfg.pipeline}: {len(names)} table(s) from Kafka into Iceberg",
-        schedule=settings.ingest_schedule(cfg.schedule),
+        schedule=ingest_timetable(settings.ingest_schedule(cfg.schedule)),
         start_date=START,
         catchup=False,
         max_active_runs=1,

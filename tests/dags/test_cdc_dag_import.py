@@ -64,7 +64,7 @@ def dags() -> dict:
 
 def test_ingest_dag_shape(dags: dict) -> None:
     dag = dags["cdc_demo"]
-    assert dag.schedule == "*/10 * * * *"
+    assert dag.timetable.expression == "*/10 * * * *"
     assert dag.catchup is False and dag.max_active_runs == 1
     assert set(dag.task_dict) == {"plan", "ingest", "publish"}
     ingest = dag.task_dict["ingest"]
@@ -84,3 +84,24 @@ def test_maintenance_dag_shape(dags: dict) -> None:
     assert set(dag.task_dict) == {"arguments", "maintain"}
     assert dag.task_dict["maintain"].pool == "cdc_spark"
     assert dag.task_dict["maintain"].application.endswith("jobs/maintenance.py")
+
+
+@pytest.mark.parametrize("schedule, length", [("*/10 * * * *", 600), ("@hourly", 3600)])
+def test_ingest_schedule_runs_have_real_data_intervals(schedule: str, length: int) -> None:
+    """Regression: Airflow 3 makes a cron string a CronTriggerTimetable (zero-length data intervals), which made every
+    ``airflow backfill create`` run fail planning with "end_timestamp must be after start_timestamp"."""
+    import pendulum
+    from airflow.serialization.encoders import coerce_to_core_timetable
+    from airflow.timetables.base import TimeRestriction
+    from cdc_airflow.ingest_dag import ingest_timetable
+    from cdc_airflow.params import backfill_interval_params
+
+    timetable = coerce_to_core_timetable(ingest_timetable(schedule))
+    start = pendulum.datetime(2024, 5, 1, 8, tz="UTC")
+    info = timetable.next_dagrun_info(last_automated_data_interval=None,
+                                      restriction=TimeRestriction(earliest=start, latest=None, catchup=True))
+    interval = info.data_interval
+    assert (interval.end - interval.start).total_seconds() == length
+    params = backfill_interval_params({"mode": "incremental"}, "backfill", interval.start, interval.end)
+    assert params["start_timestamp"] < params["end_timestamp"]
+    assert ingest_timetable(None) is None

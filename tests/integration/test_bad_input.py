@@ -138,7 +138,7 @@ def test_dead_letter_ratio_exceeded_fails_before_merge(spark, broker, warehouse,
 
 
 def test_large_messages_are_ingested(spark, broker, warehouse, tmp_path):
-    """No size limit of our own: whatever the broker accepts (message.max.bytes, ~1 MB by default) is ingested."""
+    """Under max_record_bytes (16 MiB by default) whatever the broker accepts is ingested."""
     raw = pipeline(broker, warehouse)
     big = "x" * 900_000
     events.produce(broker.bootstrap, topic(raw), [pg("c", 1, {"id": 1, "name": "big", "bio": big}, 10), good(2, 20)])
@@ -146,6 +146,38 @@ def test_large_messages_are_ingested(spark, broker, warehouse, tmp_path):
     assert res.code == 0, res.stderr
     rows = table_rows(spark, raw)
     assert len(rows[1]["bio"]) == 900_000 and rows.keys() == {1, 2}
+
+
+def test_oversized_records_become_dead_letters_with_their_bytes(spark, broker, warehouse, tmp_path, registry):
+    """A record over tables[].max_record_bytes is not decoded: it becomes a RecordTooLarge dead letter holding its
+    bytes (Avro: both the vectorised and the per-record path); records under the limit go through."""
+    raw = pipeline(broker, warehouse, "avro", registry, max_dead_letter_ratio=0.5)
+    recs = avro_records(registry, raw, 4)
+    limit = max(len(k or b"") + len(v or b"") for k, v in recs) + 10
+    raw["tables"][0]["max_record_bytes"] = limit
+    key, value = recs[1]
+    big = (key, value + b"\x00" * 50)  # same schema id, valid header: would reach the vectorised decoder
+    events.produce(broker.bootstrap, topic(raw), [recs[0], big, *recs[2:]])
+    res = cli(raw, tmp_path)
+    assert res.code == 0, res.stderr
+    summary = json.loads(res.stdout.splitlines()[-1])["tables"][0]
+    assert (summary["status"], summary["dead_letters"], summary["inserted"]) == ("committed", 1, 3)
+    [dl] = dead_letters(spark, raw)
+    assert (dl.offset, dl.error_class, bytes(dl.value)) == (1, "RecordTooLarge", big[1])
+    assert f"exceeds max_record_bytes = {limit}" in dl.error_message
+    assert len(table_rows(spark, raw)) == 3
+
+
+def test_oversized_record_with_on_bad_record_fail_exits_2(spark, broker, warehouse, tmp_path):
+    raw = pipeline(broker, warehouse, on_bad_record="fail", max_record_bytes=2000)
+    events.produce(broker.bootstrap, topic(raw), [good(1, 10), pg("c", 2, {"id": 2, "name": "n", "bio": "y" * 5000},
+                                                                  20)])
+    res = cli(raw, tmp_path)
+    assert res.code == 2
+    assert len(res.error_lines) == 1 and "offset 1" in res.error_lines[0], res.stderr
+    assert "exceeds max_record_bytes = 2000" in res.error_lines[0]
+    assert table_rows(spark, raw) == {}
+    assert not [r for r in ledger_rows(spark, raw) if r.status == "committed"]
 
 
 def test_registry_unreachable_is_retryable_and_commits_nothing(spark, broker, warehouse, tmp_path, registry):

@@ -52,6 +52,7 @@ class ReadSpec:
     on_bad_record: str = "dead_letter"
     timeout_seconds: float = 60.0
     fast_avro: bool = True  # vectorised Avro decoding where it applies (see cdc.decode.avro_batch)
+    max_record_bytes: int = 0  # records whose key + value exceed this are bad records (0: no limit)
 
 
 class _Rows:
@@ -138,11 +139,34 @@ def stage_record(spec: ReadSpec, topic: str, partition: int, offset: int, ts_ms:
         return _error_row(spec, base, type(exc).__name__, str(exc))
 
 
+def record_too_large(spec: ReadSpec, topic: str, partition: int, offset: int, ts_ms: int | None,
+                     key: bytes | None, value: bytes | None) -> dict[str, Any] | None:
+    """The error row for a record over ``spec.max_record_bytes`` (not decoded: its bytes go to the dead letter)."""
+    size = len(key or b"") + len(value or b"")
+    if not spec.max_record_bytes or size <= spec.max_record_bytes:
+        return None
+    base = {"batch_id": spec.batch_id, "__topic": topic, "__partition": partition, "__offset": offset,
+            "__kafka_ts_ms": ts_ms, "__raw_key": key, "__raw_value": value}
+    return _error_row(spec, base, "RecordTooLarge",
+                      f"record of {size} bytes (key + value) exceeds max_record_bytes = {spec.max_record_bytes}; "
+                      "raise tables[].max_record_bytes if such rows are legitimate")
+
+
 def stage_messages(spec: ReadSpec, topic: str, partition: int, msgs: list[tuple[int, int | None, Any, Any]],
                    rows: "_Rows | None" = None) -> Iterator[pa.RecordBatch]:
     """Staging batches for consecutive records of one partition: the vectorised Avro path where it applies
-    (``cdc.decode.avro_batch``), the exact per-record path for everything else."""
+    (``cdc.decode.avro_batch``), the exact per-record path for everything else. Oversized records become
+    ``RecordTooLarge`` error rows without being decoded."""
     rows = rows or _Rows(spec)
+    if spec.max_record_bytes:
+        fits = []
+        for m in msgs:
+            err = record_too_large(spec, topic, partition, *m)
+            if err is None:
+                fits.append(m)
+            else:
+                rows.add(err, m[2], m[3])
+        msgs = fits
     left = msgs
     if spec.fast_avro and isinstance(spec.decoder, AvroDecoder):
         from cdc.decode.avro_batch import stage_avro

@@ -30,6 +30,8 @@ def test_parses_defaults_and_overrides():
     ({"tables": [{"topic": "t", "target": "a.b", "colour": 1}]}, "tables[0].colour"),
     ({"batch": {"max_records_per_partition": 0}}, "batch.max_records_per_partition"),
     ({"tables": [{"topic": "t", "target": "a.b", "max_dead_letter_ratio": 2}]}, "tables[0].max_dead_letter_ratio"),
+    ({"tables": [{"topic": "t", "target": "a.b", "max_record_bytes": 1.5}]}, "tables[0].max_record_bytes"),
+    ({"tables": [{"topic": "t", "target": "a.b", "max_record_bytes": -1}]}, "tables[0].max_record_bytes"),
 ])
 def test_errors_name_the_file_and_key(tmp_path, change, key):
     import yaml
