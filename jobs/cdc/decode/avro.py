@@ -27,7 +27,8 @@ from cdc.decode import Decoder, Sample
 from cdc.decode.envelope import RowPlan, row_plan, to_event
 from cdc.decode.model import TOMBSTONE, Column, Event
 from cdc.errors import ConfigError, DecodeError, SchemaRegistryUnavailable
-from cdc.types import ConnectField, columns_of, converter, from_avro, merge_columns
+from cdc.decode.widening import merge_columns
+from cdc.types import ConnectField, columns_of, converter, from_avro
 
 _HEADER = struct.Struct(">bI")
 _KEEP_LOGICAL = {"decimal"}

@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 from cdc.decode.avro import _HEADER, _row_struct, _strip_logical
 from cdc.decode.model import CHANGE, MESSAGE, TOMBSTONE
 from cdc.decode.envelope import _NOT_TOASTABLE
-from cdc.types import ConnectField, accepts, arrow_type, from_avro
+from cdc.decode.widening import accepts
+from cdc.types import ConnectField, arrow_type, from_avro
 
 Message = tuple[int, Any, Any, Any]  # (offset, timestamp ms or None, key bytes, value bytes)
 VecConv = Callable[[pa.Array], pa.Array]

@@ -19,7 +19,8 @@ import pyarrow as pa
 
 from cdc.decode.model import CHANGE, CHANGE_OPS, MESSAGE, TOMBSTONE, TRANSACTION, Column, Event
 from cdc.errors import DecodeError
-from cdc.types import ConnectField, accepts, arrow_type, converter, fit_decimal, identity, to_bytes
+from cdc.decode.widening import accepts
+from cdc.types import ConnectField, arrow_type, converter, fit_decimal, identity, to_bytes
 
 _UNWRAP_MARKERS = ("__op", "__deleted", "__table", "__source_ts_ms", "__lsn", "__db")
 

@@ -18,7 +18,8 @@ from cdc.decode import Decoder, Sample
 from cdc.decode.envelope import RowPlan, row_plan, to_event
 from cdc.decode.model import TOMBSTONE, Column, Event
 from cdc.errors import DecodeError, SchemaEvolutionError
-from cdc.types import ConnectField, accepts, columns_of, converter, from_connect_json, merge_columns, widen
+from cdc.decode.widening import accepts, merge_columns, widen
+from cdc.types import ConnectField, columns_of, converter, from_connect_json
 
 _INFERRED = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string(),
              dict: pa.string(), list: pa.string()}

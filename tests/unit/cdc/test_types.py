@@ -1,4 +1,4 @@
-"""cdc.types: Connect/Debezium → Arrow mapping, converters, schema evolution."""
+"""cdc.types: Connect/Debezium → Arrow mapping and converters."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from cdc.decode.model import Column
-from cdc.errors import DecodeError, SchemaEvolutionError
+from cdc.errors import DecodeError
 from cdc.types import (GEOMETRY_TYPE, ConnectField, arrow_type, converter, days_from_civil, from_avro,
-                       from_connect_json, identity, merge_columns, parse_zoned_timestamp, widen)
+                       from_connect_json, identity, parse_zoned_timestamp)
 from tests.unit.cdc.decode import samples
 
 US = 1_000_000
@@ -190,30 +189,3 @@ def test_from_avro_connect_annotations() -> None:
         pa.timestamp("us")
     with pytest.raises(DecodeError, match="union"):
         from_avro(["null", "int", "string"], "x")
-
-
-def test_widen() -> None:
-    assert widen(pa.int32(), pa.int32()) == pa.int32()
-    assert widen(pa.int32(), pa.int64()) == pa.int64()
-    assert widen(pa.float32(), pa.float64()) == pa.float64()
-    assert widen(pa.decimal128(10, 2), pa.decimal128(12, 2)) == pa.decimal128(12, 2)
-    assert widen(pa.list_(pa.int32()), pa.list_(pa.int64())) == pa.list_(pa.int64())
-    for old, new in [(pa.int64(), pa.int32()), (pa.int64(), pa.string()), (pa.decimal128(10, 2), pa.decimal128(12, 3)),
-                     (pa.decimal128(12, 2), pa.decimal128(10, 2)), (pa.timestamp("us"), pa.timestamp("us", "UTC")),
-                     (pa.int32(), pa.float64())]:
-        with pytest.raises(SchemaEvolutionError) as err:
-            widen(old, new, "c")
-        assert err.value.column == "c" and err.value.old == old and err.value.new == new  # type: ignore[attr-defined]
-
-
-def test_merge_columns() -> None:
-    existing = [Column("id", pa.int32(), False), Column("amount", pa.decimal128(12, 2)),
-                Column("qty", pa.int64()), Column("dropped", pa.string(), False)]
-    newest = [Column("id", pa.int64(), False), Column("qty", pa.int32()), Column("amount", pa.decimal128(10, 2)),
-              Column("added", pa.string(), False, "io.debezium.data.Json")]
-    assert merge_columns(existing, newest) == [
-        Column("id", pa.int64(), False), Column("amount", pa.decimal128(12, 2)), Column("qty", pa.int64()),
-        Column("dropped", pa.string(), True), Column("added", pa.string(), True, "io.debezium.data.Json")]
-    assert merge_columns([], newest) == newest  # new table: nullability as in the source
-    with pytest.raises(SchemaEvolutionError, match="'qty'"):
-        merge_columns(existing, [Column("qty", pa.string())])
