@@ -1,0 +1,5 @@
+"""``python -m devtools.demo`` (``make demo``): see the package docstring."""
+
+from devtools.demo.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,129 @@
+"""The demo's daemons (broker, schema registry, Airflow processes): pidfiles, start, stop; and the job, directly."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from devtools.broker import pid_alive
+from devtools.demo.common import HOST, PARTITIONS, PIPELINE, PY, REPO, SERVICES, STATE, DemoError, say
+from devtools.demo.source import topics
+
+
+# ----------------------------------------------------------------------------------------------- daemons
+
+def pidfile(name: str) -> Path:
+    return STATE / f"{name}.pid"
+
+
+def _ours(pid: int) -> bool:
+    """The pid still runs something the demo started (guards against a recycled pid)."""
+    with contextlib.suppress(OSError):
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        return any(w in cmd for w in ("airflow", "devtools.registry", "tansu"))
+    return False
+
+
+def spawn(name: str, argv: list[str], env: dict[str, str]) -> int:
+    """Start a daemon in its own session (pid = process group id), log to .demo/<name>.log, write its pidfile."""
+    log = open(STATE / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                            cwd=REPO, start_new_session=True)
+    log.close()
+    pidfile(name).write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+def stop_one(name: str, grace: float = 15.0) -> bool:
+    pf = pidfile(name)
+    try:
+        pid = int(pf.read_text().strip())
+    except (OSError, ValueError):
+        return False
+    stopped = False
+    if pid_alive(pid) and _ours(pid):
+        # Each daemon was started in its own session, so its process group is exactly it and its children
+        # (gunicorn/uvicorn workers, task supervisors, spark-submit).
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        stopped = True
+    with contextlib.suppress(OSError):
+        pf.unlink()
+    return stopped
+
+
+def stop_all(quiet: bool = False) -> None:
+    for name in SERVICES:
+        if name == "broker":
+            from devtools.broker import daemon_stop
+
+            done = pidfile(name).exists() and daemon_stop(str(pidfile(name)))
+        else:
+            done = stop_one(name)
+        if done and not quiet:
+            say(f"stopped {name}")
+
+
+def wait_port(port: int, timeout: float, what: str, pid: int | None = None) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            s.settimeout(0.5)
+            if s.connect_ex((HOST, port)) == 0:
+                return
+        if pid is not None and not pid_alive(pid):
+            raise DemoError(f"{what} exited; see {STATE}/{what}.log")
+        time.sleep(0.2)
+    raise DemoError(f"{what} did not listen on {HOST}:{port} within {timeout:.0f}s")
+
+
+def start_broker(port: int) -> str:
+    from devtools.broker import daemon_start
+
+    return daemon_start(port, str(pidfile("broker")), str(STATE / "broker.log"))
+
+
+def start_registry(port: int) -> str:
+    pid = spawn("registry", [PY, "-m", "devtools.registry", "serve", "--port", str(port)], dict(os.environ))
+    wait_port(port, 20, "registry", pid)
+    return f"http://{HOST}:{port}"
+
+
+def create_topics(bootstrap: str) -> None:
+    from devtools.broker import create_topic
+
+    for t in topics().values():
+        create_topic(bootstrap, t, PARTITIONS)
+
+
+# ----------------------------------------------------------------------------------------------- the job, directly
+
+def run_ingest(env: dict[str, str]) -> dict[str, Any]:
+    t0 = time.monotonic()
+    proc = subprocess.run([PY, str(REPO / "jobs" / "ingest.py"), "--config", str(PIPELINE), "--master", "local[2]"],
+                          env=env, cwd=REPO, capture_output=True, text=True)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = "\n".join((proc.stderr or "").strip().splitlines()[-15:])
+        raise DemoError(f"jobs/ingest.py exited with {proc.returncode}:\n{tail}")
+    summary = json.loads(lines[-1])
+    summary["_seconds"] = round(time.monotonic() - t0, 1)
+    return summary
+
+
+def summary_line(s: dict[str, Any]) -> str:
+    return "; ".join(f"{t['table']}: {t['status']} batch {t['batch_id']} read {t['events_read']} "
+                     f"(+{t['inserted']} ~{t['updated']} -{t['deleted']})" for t in s["tables"])
