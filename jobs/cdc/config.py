@@ -72,7 +72,8 @@ class BatchConfig:
     chunk_size: int = 100_000
     # A read that makes no progress for this long fails (retryable) instead of hanging.
     read_timeout_seconds: float = 60.0
-    # A batch claimed by a run on another host is taken over after this long (same host: as soon as it is dead).
+    # The claim lease: a live run renews its claim every third of it; a claim from another host left unrenewed this
+    # long is taken over (same host: as soon as its process is gone). See cdc.lease.
     claim_timeout_minutes: float = 60.0
 
 

@@ -12,7 +12,9 @@ Lifecycle of a batch (``status``):
 
 The next incremental batch of a partition starts at the highest committed ``end_offset`` of incremental batches. A
 batch left ``claimed`` or ``staged`` by a run that died is taken over by the next run once its owner is known dead
-(same host: the process is gone) or its claim is older than ``batch.claim_timeout_minutes``.
+(same host: the process is gone) or its claim was last renewed more than ``batch.claim_timeout_minutes`` ago (a live
+run renews ``claimed_at`` while it works, see ``cdc.lease``). The host is ``CDC_OWNER_HOST`` when set (containers that
+share a hostname must set it to something unique), else the machine's hostname.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -55,9 +58,13 @@ class PendingBatch:
     claimed_at: datetime | None
 
 
+def owner_host() -> str:
+    return os.environ.get("CDC_OWNER_HOST") or socket.gethostname()
+
+
 def process_owner() -> str:
     """``host:pid:start`` of this process (start time makes PID reuse harmless)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid())}"
+    return f"{owner_host()}:{os.getpid()}:{_start_time(os.getpid())}"
 
 
 def _start_time(pid: int) -> str:
@@ -72,7 +79,7 @@ def owner_alive(owner: str, claimed_at: datetime | None, lease_seconds: float) -
     """Is the run that owns a pending batch still running? Same host: ask the OS; else trust the lease."""
     host, _, rest = owner.partition(":")
     pid, _, start = rest.partition(":")
-    if host == socket.gethostname() and pid.isdigit() and start != "?":
+    if host == owner_host() and pid.isdigit() and start != "?":
         return _start_time(int(pid)) == start
     if claimed_at is None:
         return False
@@ -88,6 +95,9 @@ def is_commit_conflict(exc: BaseException) -> bool:
 class Ledger:
     def __init__(self, spark: Any, table_name: str, pipeline: str):
         self.spark, self.name, self.pipeline = spark, table_name, pipeline
+        # One ledger write at a time per process: the lease keeper's renewals (a thread) never race this run's own
+        # claim/staged/committed updates into an Iceberg commit conflict.
+        self._lock = threading.RLock()
 
     def _where(self, table: str) -> str:
         return f"pipeline = {lit(self.pipeline)} AND table_name = {lit(table)}"
@@ -96,7 +106,8 @@ class Ledger:
         """Run a ledger write; conflicts with other tables' commits are retried, real races are reported."""
         for attempt in range(attempts):
             try:
-                self.spark.sql(sql)
+                with self._lock:
+                    self.spark.sql(sql)
                 return
             except Exception as exc:
                 if not is_commit_conflict(exc):
@@ -208,9 +219,16 @@ class Ledger:
                f"AND run_id = {lit(pending.run_id)}")
         self._guarded(table, pending.batch_id, run_id, "take-over", lambda: self.spark.sql(sql))
 
+    def renew(self, table: str, batch_id: int, run_id: str) -> None:
+        """Refresh this run's claim of a batch it is still working on (``claimed_at``; see ``cdc.lease``)."""
+        self._write("lease renewal", table, f"UPDATE {self.name} SET claimed_at = current_timestamp() "
+                                            f"WHERE {self._where(table)} AND batch_id = {int(batch_id)} "
+                                            f"AND run_id = {lit(run_id)} AND status IN ('claimed', 'staged')")
+
     def _guarded(self, table: str, batch_id: int, run_id: str, what: str, write: Callable[[], Any]) -> None:
         try:
-            write()
+            with self._lock:
+                write()
         except Exception as exc:
             if not is_commit_conflict(exc):
                 raise

@@ -23,6 +23,7 @@ from cdc.faults import checkpoint
 from cdc.kafka.plan import Bounds, PartitionRange, cap_ranges, plan_backfill, plan_incremental, read_samples, \
     split_chunks
 from cdc.kafka.read import ReadSpec
+from cdc.lease import LeaseKeeper, renewal_interval
 from cdc.ledger import Ledger, LedgerRange, PendingBatch, is_commit_conflict, owner_alive, process_owner
 from cdc.ordering import Ordering, from_columns, resolve
 from cdc.stage import (BatchStats, PartitionCounts, batch_stats, check_dead_letter_ratio, record_dead_letters,
@@ -199,14 +200,21 @@ class TableRun:
         checkpoint("after_claim")
         result.recovered_batch_id = pending.batch_id
         ranges = [PartitionRange(r.partition, r.start, r.end) for r in pending.ranges]
-        if pending.status == "claimed":  # staging may be partial: read the same ranges again
-            self.stage_and_merge(TableResult(self.t.target, self.t.topic), pending.batch_id, ranges, pending.mode)
-            return
-        with phase(result, "recover"):
-            key, (kind, paths) = staged_key_and_ordering(self.spark, self.names.staging)
-            ordering = Ordering(kind, paths)
-            row_cols = self.row_columns_of_staging(ordering)
-        self.merge_and_commit(TableResult(self.t.target, self.t.topic), pending.batch_id, row_cols, key, ordering)
+        with self.lease(pending.batch_id):
+            if pending.status == "claimed":  # staging may be partial: read the same ranges again
+                self.stage_and_merge(TableResult(self.t.target, self.t.topic), pending.batch_id, ranges, pending.mode)
+                return
+            with phase(result, "recover"):
+                key, (kind, paths) = staged_key_and_ordering(self.spark, self.names.staging)
+                ordering = Ordering(kind, paths)
+                row_cols = self.row_columns_of_staging(ordering)
+            self.merge_and_commit(TableResult(self.t.target, self.t.topic), pending.batch_id, row_cols, key, ordering)
+
+    def lease(self, batch_id: int) -> LeaseKeeper:
+        """Keep this run's claim of ``batch_id`` fresh while the block runs (runs on other hosts wait for it)."""
+        return LeaseKeeper(lambda: self.ledger.renew(self.t.target, batch_id, self.run_id),
+                           renewal_interval(self.cfg.batch.claim_timeout_minutes * 60),
+                           f"table {self.t.target} batch {batch_id}")
 
     def row_columns_of_staging(self, ordering: Ordering) -> list[Column]:
         fixed = {c.name for c in staging_columns([], ordering.columns)}
@@ -232,7 +240,8 @@ class TableRun:
                               topic=self.t.topic, cursor=self.cursor if mode == "incremental" else None)
         checkpoint("after_claim")
         try:
-            self.stage_and_merge(result, batch_id, ranges, mode, schema)
+            with self.lease(batch_id):
+                self.stage_and_merge(result, batch_id, ranges, mode, schema)
         except CdcError:
             with contextlib.suppress(Exception):  # best effort: a later run takes a leftover claim over anyway
                 self.ledger.release(self.t.target, batch_id, self.run_id)  # only if still 'claimed'

@@ -96,6 +96,43 @@ def test_a_run_refuses_while_a_live_run_holds_the_claim(spark, broker, warehouse
     assert [r.status for r in ledger_rows(spark, raw)] == ["committed"]
 
 
+def test_a_long_run_on_another_host_keeps_its_lease(spark, broker, warehouse, tmp_path, monkeypatch):
+    """Runs on different hosts (``CDC_OWNER_HOST``) know each other only through the ledger. The holder stays paused
+    for several 15 s leases, renewing its claim; a run from another host long after the first lease expired must
+    still refuse (without renewal it would take the live batch over), and the holder then commits."""
+    raw = pipeline(broker, warehouse)
+    raw["batch"]["claim_timeout_minutes"] = 0.25
+    load(spark, raw)
+    holder = start(write(raw, tmp_path), {"CDC_PAUSE_AT": "after_stage:70", "CDC_OWNER_HOST": "host-a"})
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            refresh(spark, raw)
+            claimed = [r for r in ledger_rows(spark, raw) if r.status == "claimed"]
+            if claimed:
+                break
+            assert holder.poll() is None, holder.communicate()
+            assert time.monotonic() < deadline, "holder never claimed"
+            time.sleep(1)
+        first_claim = claimed[0].claimed_at
+        time.sleep(25)  # well past the 15 s lease of the first claim
+        monkeypatch.setenv("CDC_OWNER_HOST", "host-b")
+        res = cli(raw, tmp_path)
+        assert res.code == 75, res.stderr
+        assert "being processed by another run" in res.stderr and "host-a:" in res.stderr
+        refresh(spark, raw)
+        renewed = [r.claimed_at for r in ledger_rows(spark, raw)]
+        assert renewed and renewed[0] > first_claim
+    finally:
+        done = finish(holder)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "lease renewal failed" not in done.stderr
+    assert summary_of(done)["tables"][0]["status"] == "committed"
+    refresh(spark, raw)
+    assert sorted(table_rows(spark, raw)) == list(range(40))
+    assert [r.status for r in ledger_rows(spark, raw)] == ["committed"]
+
+
 SECRET_REGISTRY = "Reg1stry-S3cret-pw-9f8e7d"
 SECRET_KAFKA = "Kafk4-SASL-S3cret-pw-1a2b3c"
 

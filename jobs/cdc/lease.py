@@ -1,0 +1,58 @@
+"""Lease renewal: a live run keeps its ledger claim fresh, so runs on other hosts never take its batch over.
+
+A claimed batch records its owner (``host:pid:start``) and ``claimed_at``. A run on the same host decides whether the
+owner is alive by asking the OS; a run on another host cannot, and treats the claim as abandoned once ``claimed_at`` is
+older than ``batch.claim_timeout_minutes`` (the lease). While a run works on a batch, ``LeaseKeeper`` renews
+``claimed_at`` from a daemon thread every third of the lease, so only a run that has stopped renewing (it died, or
+its host did) loses its batch, one lease after its last renewal. A renewal that fails is retried at the next tick; a
+run whose batch was taken over anyway stops at its next ledger step (``Ledger.still_owner``).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any, Callable
+
+MIN_INTERVAL_SECONDS = 1.0
+
+
+def renewal_interval(lease_seconds: float) -> float | None:
+    """Seconds between renewals for a lease, or None when there is no lease to keep (``claim_timeout_minutes: 0``)."""
+    if lease_seconds <= 0:
+        return None
+    return max(MIN_INTERVAL_SECONDS, lease_seconds / 3)
+
+
+class LeaseKeeper:
+    """``with LeaseKeeper(renew, interval, label):`` calls ``renew()`` every ``interval`` seconds until the block ends."""
+
+    def __init__(self, renew: Callable[[], None], interval_seconds: float | None, label: str):
+        self.renew, self.interval, self.label = renew, interval_seconds, label
+        self.renewals = 0
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> LeaseKeeper:
+        if self.interval is not None:
+            self._thread = threading.Thread(target=self._run, name=f"cdc-lease {self.label}", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=120)  # a renewal in flight finishes (it holds the ledger's write lock)
+
+    def _run(self) -> None:
+        assert self.interval is not None
+        while not self._stop.wait(self.interval):
+            try:
+                self.renew()
+                self.renewals += 1
+            except Exception as exc:  # keep working: the next tick retries; a lost batch is caught by still_owner
+                self.failures += 1
+                first = (str(exc).strip().splitlines() or [""])[0][:200]
+                print(f"WARNING {self.label}: lease renewal failed ({type(exc).__name__}: {first}); retrying in "
+                      f"{self.interval:g} s", file=sys.stderr, flush=True)
