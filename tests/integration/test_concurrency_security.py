@@ -11,7 +11,7 @@ import pytest
 
 from tests.integration import events
 from tests.integration.events import pg
-from tests.integration.harness import INGEST, REPO, cli_env, kill_group, summary_of
+from tests.integration.cli import INGEST, REPO, cli_env, kill_group, summary_of
 from tests.integration.reliability import cli, ledger_rows, pipeline, table_rows, topic, write
 
 pytestmark = pytest.mark.integration
