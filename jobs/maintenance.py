@@ -59,11 +59,13 @@ class Maintenance:
         return self.now - timedelta(hours=hours)
 
     def step(self, table: str, action: str, fn: Callable[[], Any]) -> None:
+        from cdc.errors import one_line
+
         t0 = time.monotonic()
         try:
             result, error = fn(), None
         except Exception as exc:  # noqa: BLE001 - one failing step must not stop the others
-            result, error = None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            result, error = None, one_line(exc)
             print(f"maintenance: {table}: {action} failed: {error}", file=sys.stderr)
         self.steps.append({"table": table, "action": action, "result": result, "error": error,
                            "seconds": round(time.monotonic() - t0, 3)})

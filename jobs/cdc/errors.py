@@ -77,3 +77,9 @@ class ConcurrentRunError(RetryableError):
 
 class CatalogError(TerminalError):
     """The Iceberg catalog or warehouse is not usable (unwritable path, missing namespace rights, ...)."""
+
+
+def one_line(exc: BaseException, limit: int | None = None) -> str:
+    """``Type: first line of the message`` (cut to ``limit`` characters), for warnings, step reports and status pages."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:limit]

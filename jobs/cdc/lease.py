@@ -14,6 +14,8 @@ import sys
 import threading
 from typing import Any, Callable
 
+from cdc.errors import one_line
+
 MIN_INTERVAL_SECONDS = 1.0
 
 
@@ -53,6 +55,5 @@ class LeaseKeeper:
                 self.renewals += 1
             except Exception as exc:  # keep working: the next tick retries; a lost batch is caught by still_owner
                 self.failures += 1
-                first = (str(exc).strip().splitlines() or [""])[0][:200]
-                print(f"WARNING {self.label}: lease renewal failed ({type(exc).__name__}: {first}); retrying in "
+                print(f"WARNING {self.label}: lease renewal failed ({one_line(exc, 300)}); retrying in "
                       f"{self.interval:g} s", file=sys.stderr, flush=True)

@@ -24,7 +24,9 @@ def _watermarks_fast(kafka_conf: Mapping[str, Any], topic: str) -> Mapping[int, 
 
 
 def _error(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+    from cdc.errors import one_line
+
+    return one_line(exc, 300)
 
 
 def collect_status(settings: CdcSettings, watermarks: WatermarksFn | None = None,

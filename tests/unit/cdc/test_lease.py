@@ -3,6 +3,7 @@ tests/integration/test_concurrency_security.py)."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -28,7 +29,7 @@ def test_renews_until_the_block_ends():
 
 
 def test_a_failed_renewal_is_reported_and_retried(capsys):
-    outcomes = iter([RuntimeError("catalog down\nstack..."), None, None, None, None, None, None, None, None])
+    outcomes = itertools.chain([RuntimeError("catalog down\nstack...")], itertools.repeat(None))
 
     def renew():
         err = next(outcomes)
