@@ -3,8 +3,9 @@
     python jobs/ingest.py --config pipelines/demo.yaml [--table inventory.customers ...] [--max-records N] [--dry-run]
     spark-submit --py-files build/cdc.zip jobs/ingest.py --config ...
 
-The last line of stdout is a JSON summary. Exit codes: 0 ok, 2 a person must act (config, schema, bad data),
-75 transient (broker/registry down, concurrent run: retry later), 1 anything else. Errors are one line on stderr.
+The last line of stdout is a JSON summary. Exit codes (``cdc.cli_contract.ExitCode``): 0 ok, 2 a person must act
+(config, schema, bad data), 75 transient (broker/registry down, concurrent run: retry later), 1 anything else.
+Errors are one line on stderr. Timestamps are ISO-8601 or epoch milliseconds (see ``cdc.cli_contract``).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import argparse
 import json
 import os
 import sys
-from datetime import datetime, timezone
 
 if __package__ in (None, "") and not any(p.endswith(".zip") for p in sys.path):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # `cdc` next to this file (no --py-files)
 
+from cdc import cli_contract as cli  # noqa: E402
+from cdc.cli_contract import ArgumentError, BackfillBounds, ExitCode  # noqa: E402
 from cdc.config import load_config  # noqa: E402
 from cdc.errors import CdcError, ConfigError  # noqa: E402
 from cdc.kafka.plan import Bounds  # noqa: E402
@@ -25,69 +27,48 @@ from cdc.kafka.plan import Bounds  # noqa: E402
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="ingest", description="Run one CDC micro-batch per table.")
-    p.add_argument("--config", required=True, help="pipeline YAML file")
-    p.add_argument("--table", action="append", default=[], help="target table (namespace.table); repeatable")
-    p.add_argument("--max-records", type=int, help="override batch.max_records_per_partition")
-    p.add_argument("--dry-run", action="store_true", help="plan only: print ranges, read and write nothing")
-    p.add_argument("--mode", choices=("incremental", "backfill"), default="incremental")
-    p.add_argument("--start-offsets", help='backfill: JSON {"<topic>": {"<partition>": offset}}')
-    p.add_argument("--end-offsets", help='backfill: JSON {"<topic>": {"<partition>": offset}} (exclusive)')
-    p.add_argument("--start-timestamp", help="backfill: ISO-8601 or epoch milliseconds")
-    p.add_argument("--end-timestamp", help="backfill: ISO-8601 or epoch milliseconds (exclusive)")
-    p.add_argument("--master", help="Spark master when not under spark-submit (default local[*])")
+    p.add_argument(cli.CONFIG, required=True, help="pipeline YAML file")
+    p.add_argument(cli.TABLE, action="append", default=[], help="target table (namespace.table); repeatable")
+    p.add_argument(cli.MAX_RECORDS, type=int, help="override batch.max_records_per_partition")
+    p.add_argument(cli.DRY_RUN, action="store_true", help="plan only: print ranges, read and write nothing")
+    p.add_argument(cli.MODE, choices=cli.JOB_MODES, default="incremental")
+    p.add_argument(cli.START_OFFSETS, help='backfill: JSON {"<topic>": {"<partition>": offset}}')
+    p.add_argument(cli.END_OFFSETS, help='backfill: JSON {"<topic>": {"<partition>": offset}} (exclusive)')
+    p.add_argument(cli.START_TIMESTAMP, help="backfill: ISO-8601 or epoch milliseconds")
+    p.add_argument(cli.END_TIMESTAMP, help="backfill: ISO-8601 or epoch milliseconds (exclusive)")
+    p.add_argument(cli.MASTER, help="Spark master when not under spark-submit (default local[*])")
     return p.parse_args(argv)
 
 
-def to_ms(value: str | None, flag: str) -> int | None:
-    if value is None or value == "":
-        return None
-    if value.lstrip("-").isdigit():
-        return int(value)
+def bounds_from_args(args: argparse.Namespace) -> BackfillBounds:
+    """The backfill flags as one explicit value (raises ``ConfigError`` naming the flag)."""
     try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise ConfigError(f"{flag}: {value!r} is neither ISO-8601 nor epoch milliseconds") from None
-    return int((dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp() * 1000)
+        starts = cli.parse_offsets(args.start_offsets, cli.START_OFFSETS)
+        ends = cli.parse_offsets(args.end_offsets, cli.END_OFFSETS)
+        s_ts = cli.parse_timestamp(args.start_timestamp, cli.START_TIMESTAMP) if args.start_timestamp else None
+        e_ts = cli.parse_timestamp(args.end_timestamp, cli.END_TIMESTAMP) if args.end_timestamp else None
+    except ArgumentError as exc:
+        raise ConfigError(str(exc)) from None
+    topics = {t: Bounds(starts.get(t, {}), ends.get(t, {}), s_ts, e_ts) for t in sorted(set(starts) | set(ends))}
+    return BackfillBounds(default=Bounds(start_ts_ms=s_ts, end_ts_ms=e_ts), topics=topics)
 
 
-def offsets_arg(value: str | None, flag: str) -> dict[str, dict[int, int]]:
-    if not value:
-        return {}
-    try:
-        raw = json.loads(value)
-        return {str(t): {int(p): int(o) for p, o in parts.items()} for t, parts in raw.items()}
-    except (ValueError, AttributeError, TypeError):
-        raise ConfigError(f'{flag}: expected JSON like {{"topic": {{"0": 123}}}}, got {value!r}') from None
-
-
-def bounds_from_args(args: argparse.Namespace) -> dict[str, Bounds]:
-    starts, ends = offsets_arg(args.start_offsets, "--start-offsets"), offsets_arg(args.end_offsets, "--end-offsets")
-    s_ts, e_ts = to_ms(args.start_timestamp, "--start-timestamp"), to_ms(args.end_timestamp, "--end-timestamp")
-    topics = set(starts) | set(ends)
-    out = {t: Bounds(starts.get(t, {}), ends.get(t, {}), s_ts, e_ts) for t in topics}
-    return _Default(out, Bounds(start_ts_ms=s_ts, end_ts_ms=e_ts))
-
-
-class _Default(dict):  # type: ignore[type-arg]
-    def __init__(self, data: dict[str, Bounds], default: Bounds):
-        super().__init__(data)
-        self.default = default
-
-    def get(self, key, default=None):  # type: ignore[no-untyped-def]
-        return super().get(key, self.default)
+def has_range(bounds: BackfillBounds) -> bool:
+    return bool(bounds.topics) or bounds.default != Bounds()
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the job; print the summary (stdout) or one error line (stderr); report both to ``$CDC_RESULT_FILE``."""
     args = parse_args(argv)
     try:
         cfg = load_config(args.config)
         if args.max_records is not None:
             if args.max_records < 1:
-                raise ConfigError("--max-records must be >= 1")
+                raise ConfigError(f"{cli.MAX_RECORDS} must be >= 1")
             cfg = cfg.with_batch(max_records_per_partition=args.max_records)
         tables = list(cfg.select(args.table))
         bounds = bounds_from_args(args)
-        if args.mode != "backfill" and (bounds or bounds.default != Bounds()):
+        if args.mode != "backfill" and has_range(bounds):
             raise ConfigError("--start/--end offsets and timestamps need --mode backfill")
         from cdc.run import run_batch
         from cdc.session import build_session
@@ -95,11 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         spark = build_session(cfg, f"cdc-ingest-{cfg.pipeline}", args.master)
         summary = run_batch(spark, cfg, tables, args.mode, args.dry_run, bounds)
     except CdcError as exc:
-        print(f"ERROR [{type(exc).__name__}] {exc}", file=sys.stderr, flush=True)
-        return exc.exit_code
+        return fail(f"ERROR [{type(exc).__name__}] {exc}", exc.exit_code)
     except KeyboardInterrupt:
-        print("ERROR interrupted", file=sys.stderr)
-        return 130
+        return fail("ERROR interrupted", ExitCode.INTERRUPTED)
     except Exception as exc:  # unclassified (Spark/JVM, a bug): still one line; CDC_TRACEBACK=1 for the traceback
         if os.environ.get("CDC_TRACEBACK"):
             import traceback
@@ -108,10 +87,15 @@ def main(argv: list[str] | None = None) -> int:
         from cdc.run import unwrap_task_error
 
         err = unwrap_task_error(exc, "ingest")
-        print(f"ERROR [{type(err).__name__}] {err}", file=sys.stderr, flush=True)
-        return err.exit_code
-    print(json.dumps(summary, default=str), flush=True)
-    return 0
+        return fail(f"ERROR [{type(err).__name__}] {err}", err.exit_code)
+    line = json.dumps(summary, default=str)
+    print(line, flush=True)
+    return cli.finish(ExitCode.OK, json.loads(line))
+
+
+def fail(line: str, code: int) -> int:
+    print(line, file=sys.stderr, flush=True)
+    return cli.finish(code, error=line)
 
 
 if __name__ == "__main__":

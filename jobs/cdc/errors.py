@@ -10,24 +10,26 @@ secrets: build them from names and offsets, not from config dicts.
 
 from __future__ import annotations
 
+from cdc.cli_contract import ExitCode
+
 
 class CdcError(Exception):
     """Base class. ``exit_code`` is what ``jobs/ingest.py`` exits with."""
 
-    exit_code = 1
+    exit_code = int(ExitCode.OTHER)
     retryable = False
 
 
 class TerminalError(CdcError):
     """A person must act before a rerun can succeed."""
 
-    exit_code = 2
+    exit_code = int(ExitCode.TERMINAL)
 
 
 class RetryableError(CdcError):
     """Transient: rerunning the same command later is safe and expected to succeed."""
 
-    exit_code = 75  # EX_TEMPFAIL
+    exit_code = int(ExitCode.RETRYABLE)
     retryable = True
 
 

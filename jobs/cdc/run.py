@@ -12,10 +12,11 @@ import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator
 
 from cdc import errors
 from cdc.apply import apply_batch
+from cdc.cli_contract import BackfillBounds
 from cdc.config import PipelineConfig, TableConfig
 from cdc.decode.model import Column
 from cdc.errors import CdcError, ConcurrentRunError, ConfigError
@@ -122,7 +123,7 @@ def _java_detail(text: str) -> str:
 
 
 def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: str = "incremental",
-              dry_run: bool = False, bounds: Mapping[str, Bounds] | None = None) -> dict[str, Any]:
+              dry_run: bool = False, bounds: BackfillBounds | None = None) -> dict[str, Any]:
     """Run one batch for each table (backfill: batches until the requested range is done); return the summary."""
     try:
         ensure_meta_tables(spark, cfg)
@@ -136,7 +137,7 @@ def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: 
     for t in tables:
         runner = TableRun(spark, cfg, t, ledger)
         if mode == "backfill":
-            result = runner.backfill((bounds or {}).get(t.topic, Bounds()), dry_run)
+            result = runner.backfill(bounds.for_topic(t.topic) if bounds is not None else Bounds(), dry_run)
         else:
             result = runner.incremental(dry_run)
         out.append(result.__dict__)

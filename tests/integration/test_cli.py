@@ -6,11 +6,13 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
 
 from tests.conftest import REPO, unique
+from tests.integration.cli import run_cli, summary_of
 from tests.integration.events import pg, produce
 
 pytestmark = pytest.mark.integration
@@ -89,3 +91,42 @@ def test_summary_dry_run_and_clear_errors(tmp_path, broker, warehouse):
     proc, _ = ingest(missing)
     assert proc.returncode == 2
     assert "topic no.such.topic does not exist" in proc.stderr.strip().splitlines()[-1]
+
+
+def _waves(broker, topic: str, sizes: tuple[int, ...]) -> list[int]:
+    """Insert waves of ``sizes`` events (ids 1, 2, ...; names a*, b*, ...) with pauses; returns, per pause, a time
+    (epoch ms) between the broker write times of the waves around it."""
+    broker.create_topic(topic)
+    between, first = [], 1
+    for n, (letter, size) in enumerate(zip("abcdef", sizes)):
+        if n:
+            time.sleep(1.2)
+            between.append(int(time.time() * 1000))
+            time.sleep(1.2)
+        produce(broker.bootstrap, topic, [pg("c", i, {"id": i, "name": f"{letter}{i}", "bio": None}, i)
+                                          for i in range(first, first + size)])
+        first += size
+    return between
+
+
+def test_timestamp_backfill_reads_from_start_to_end_timestamp(tmp_path, broker, warehouse, spark):
+    """Regression: a backfill with only --start/--end-timestamp ignored them and planned the whole topic ([0, 35)
+    instead of [20, 30)): the parsed bounds were an empty, falsy dict, so run_batch fell back to no bounds."""
+    topic, target = unique("dbserver1.public.cli_ts_"), f"{unique('cli')}.customers"
+    start, end = _waves(broker, topic, (20, 10, 5))
+    config = write_config(tmp_path, broker.bootstrap, warehouse, topic, target)
+
+    res = run_cli(config, args=("--mode", "backfill", "--start-timestamp", str(start), "--end-timestamp", str(end)))
+    assert res.returncode == 0, res.stderr[-3000:]
+    t = summary_of(res)["tables"][0]
+    assert t["ranges"] == [{"partition": 0, "start": 20, "end": 30}]
+    assert (t["status"], t["mode"], t["events_read"], t["inserted"]) == ("committed", "backfill", 10, 10)
+    spark.catalog.refreshTable(f"lake.{target}")
+    assert {r.id: r.name for r in spark.table(f"lake.{target}").collect()} == {i: f"b{i}" for i in range(21, 31)}
+
+def test_timestamp_flags_reject_epoch_seconds(tmp_path, broker, warehouse):
+    """Epoch digits are milliseconds everywhere; a 10-digit number (seconds) is refused instead of meaning 1970."""
+    config = write_config(tmp_path, broker.bootstrap, warehouse, "no.such.topic", "x.y")
+    res = run_cli(config, args=("--mode", "backfill", "--start-timestamp", "1714564800"))
+    assert res.returncode == 2
+    assert "--start-timestamp" in res.stderr.strip().splitlines()[-1] and "milliseconds" in res.stderr
