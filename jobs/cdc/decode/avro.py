@@ -114,10 +114,13 @@ class RegistrySource:
 
 
 class _ValuePlan:
-    __slots__ = ("writer", "reader", "rows")
+    """How values of one writer schema id are read: fastavro writer/reader schemas (reader None: the writer's own),
+    ``reader_id`` (None when reading with the writer schema alone) and the row plan for the bound columns."""
 
-    def __init__(self, writer: Any, reader: Any, rows: RowPlan):
-        self.writer, self.reader, self.rows = writer, reader, rows
+    __slots__ = ("writer", "reader", "rows", "reader_id")
+
+    def __init__(self, writer: Any, reader: Any, rows: RowPlan, reader_id: int | None = None):
+        self.writer, self.reader, self.rows, self.reader_id = writer, reader, rows, reader_id
 
 
 class AvroDecoder(Decoder):
@@ -223,7 +226,7 @@ class AvroDecoder(Decoder):
         if value is None:
             return Event(TOMBSTONE, key=k)
         sid, body = _split(value, "value")
-        plan = self._plans.get(sid) or self._value_plan(sid)
+        plan = self.value_plan(sid)
         buf = BytesIO(body)
         try:
             datum = schemaless_reader(buf, plan.writer, plan.reader)
@@ -244,6 +247,11 @@ class AvroDecoder(Decoder):
             raise DecodeError(f"corrupt Avro value (schema id {sid}): {len(body) - buf.tell()} trailing bytes")
         return to_event(datum, k, plan.rows, sid)
 
+    def value_plan(self, sid: int) -> _ValuePlan:
+        """The plan values of schema id ``sid`` are decoded with (cached; the vectorised path uses the same one, so
+        both resolve a writer schema to the same reader schema)."""
+        return self._plans.get(sid) or self._value_plan(sid)
+
     def _value_plan(self, sid: int) -> _ValuePlan:
         if self._reader is None:
             self._reader = self._latest(self.value_subject)
@@ -263,7 +271,8 @@ class AvroDecoder(Decoder):
             columns = self._columns = columns_of(s) if s is not None else []
         plan = self._plans[sid] = _ValuePlan(writer, reader, row_plan(columns, _row_struct(envelope),
                                                                       self.placeholder,
-                                                                      ignore_extra=self.ignore_unknown_fields))
+                                                                      ignore_extra=self.ignore_unknown_fields),
+                                             reader_id)
         return plan
 
     def _writer_plan(self, sid: int) -> _ValuePlan:

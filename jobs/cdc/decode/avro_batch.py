@@ -4,44 +4,30 @@ Per-record Python decoding (fastavro + converters) tops out around 20-30k events
 schema id (message bytes after the 5-byte Confluent header) are wrapped into an in-memory Avro object-container block
 and decoded by ``polars-avro`` straight to Arrow; Debezium logical types are then converted with Arrow compute.
 
-It only takes the easy, overwhelmingly common case and hands everything else back to the exact per-record path
-(``leftovers``): writer schemas with nested/array/geometry/variable-scale/zoned columns, bound columns whose writer
-field is missing but has a non-null Avro default, writer fields that are not bound columns, unknown ops, rows
-missing their key or ordering position, and any decoding error. Both paths produce identical staging rows (tested
-in ``tests/unit/cdc/decode/test_avro_batch.py``). One difference: the message key is not decoded here, the key
-columns come from the row image (Debezium always has them there for c/u/r/d with a before/after image).
+Each writer schema id is resolved to the same reader schema as the per-record path (``AvroDecoder.value_plan``)
+and planned by ``cdc.decode.avro_group.GroupPlan``: reader defaults for fields the writer lacks, NULL for columns not
+in the reader (dropped at the source), ``int → long`` / ``float → double`` promotions, the per-record TOAST rules.
+Everything else goes back to the exact per-record path (``leftovers``): writer/reader pairs that need more than that
+(see ``cdc.decode.avro_resolve``), nested/array/geometry/variable-scale/zoned columns, unknown ops, change events
+without their row image, rows missing their key or ordering position, and any decoding error. Both paths produce
+identical staging rows (``tests/unit/cdc/decode/test_avro_batch*.py``, including a property test over random schema
+histories). One difference: the message key is not decoded here, the key columns come from the row image (Debezium
+always has them there for c/u/r/d with a before/after image); rows without them take the per-record path.
 """
 
 from __future__ import annotations
 
 import io
-import json
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cdc.decode.avro import _HEADER, _row_struct, _strip_logical
+from cdc.decode.avro import _HEADER
+from cdc.decode.avro_group import GroupPlan, vector_converter
 from cdc.decode.model import CHANGE, MESSAGE, TOMBSTONE
-from cdc.decode.envelope import _NOT_TOASTABLE
-from cdc.decode.widening import accepts
-from cdc.types import ConnectField, arrow_type, from_avro
 
 Message = tuple[int, Any, Any, Any]  # (offset, timestamp ms or None, key bytes, value bytes)
-VecConv = Callable[[pa.Array], pa.Array]
-
-_STRINGISH = {None, "io.debezium.data.Json", "io.debezium.data.Uuid", "io.debezium.data.Enum",
-              "io.debezium.data.EnumSet", "io.debezium.data.Xml", "io.debezium.data.Ltree",
-              "io.debezium.time.ZonedTime"}
-_SCALE = {  # logical name → (raw Arrow type, multiplier to µs, target kind)
-    "io.debezium.time.Date": (pa.int32(), 1, "date"), "org.apache.kafka.connect.data.Date": (pa.int32(), 1, "date"),
-    "io.debezium.time.MicroTimestamp": (pa.int64(), 1, "ts"), "io.debezium.time.Timestamp": (pa.int64(), 1000, "ts"),
-    "org.apache.kafka.connect.data.Timestamp": (pa.int64(), 1000, "ts"),
-    "io.debezium.time.MicroTime": (pa.int64(), 1, "int"), "io.debezium.time.Time": (pa.int32(), 1000, "int"),
-    "org.apache.kafka.connect.data.Time": (pa.int32(), 1000, "int"),
-}
-_INTS = {"int8", "int16", "int32", "int64"}
-
 
 def _zz(n: int) -> bytes:
     n = (n << 1) ^ (n >> 63)
@@ -67,81 +53,6 @@ def container(schema_json: str, datums: Sequence[bytes]) -> bytes:
     return bytes(header) + _zz(len(datums)) + _zz(len(body)) + body + sync
 
 
-def vector_converter(f: ConnectField, target: pa.DataType) -> VecConv | None:
-    """Arrow-compute conversion of one writer field to the bound column type, or None (not vectorisable)."""
-    name = f.name
-    if f.type in ("struct", "array", "map"):
-        return None
-    if name == "org.apache.kafka.connect.data.Decimal":
-        if not pa.types.is_decimal(target) or int(f.parameters.get("scale", 0)) != target.scale:
-            return None
-        return lambda a: a.cast(target)
-    if name in _SCALE:
-        raw, mul, kind = _SCALE[name]
-
-        def conv(a: pa.Array) -> pa.Array:
-            a = a.cast(pa.int64())
-            if mul != 1:
-                a = pc.multiply_checked(a, mul)
-            if kind == "date":
-                return a.cast(pa.int32()).cast(pa.date32()).cast(target)
-            if kind == "ts":
-                return a.cast(pa.timestamp("us")).cast(target)
-            return a.cast(target)
-
-        return conv if (kind != "ts" or pa.types.is_timestamp(target) and target.tz is None) else None
-    if name is not None and name not in _STRINGISH and name != "io.debezium.time.Year":
-        return None
-    if f.type in _INTS | {"float32", "float64", "boolean", "string", "bytes"}:
-        return lambda a: a.cast(target)
-    return None
-
-
-class _Group:
-    """Conversion plan for one writer schema id against the bound columns (None members → not fast)."""
-
-    def __init__(self, decoder: Any, sid: int):
-        self.ok = False
-        envelope = from_avro(json.loads(decoder._text(sid)))
-        names = {f.field_name for f in envelope.fields} if envelope.type == "struct" else set()
-        row = _row_struct(envelope)
-        if row is None or not {"op", "before", "after", "source"} <= names:
-            return
-        writer = {f.field_name: f for f in row.fields}
-        bound = decoder._columns or []
-        extras = set(writer) - {c.name for c in bound}
-        if extras and not getattr(decoder, "ignore_unknown_fields", False):
-            return
-        defaults = _reader_defaults(decoder)
-        self.convs: dict[str, VecConv | None] = {}
-        for c in bound:
-            if c.name not in writer:
-                if defaults.get(c.name) is not None:
-                    return
-                self.convs[c.name] = None
-                continue
-            conv = vector_converter(writer[c.name], c.arrow_type)
-            if conv is None or not accepts(c.arrow_type, arrow_type(writer[c.name])):
-                return
-            self.convs[c.name] = conv
-        self.toast = [c.name for c in bound if c.name in writer and writer[c.name].name not in _NOT_TOASTABLE
-                      and (pa.types.is_string(c.arrow_type) or pa.types.is_binary(c.arrow_type))]
-        self.schema_json = json.dumps(_strip_logical(json.loads(decoder._text(sid))))
-        self.ok = True
-
-
-def _reader_defaults(decoder: Any) -> dict[str, Any]:
-    if decoder._reader is None:
-        return {}
-    schema = json.loads(decoder._reader[1])
-    for f in schema.get("fields", []):
-        if f.get("name") == "after":
-            types = f["type"] if isinstance(f["type"], list) else [f["type"]]
-            rec = next((t for t in types if isinstance(t, dict) and t.get("type") == "record"), None)
-            return {g["name"]: g.get("default") for g in (rec or {}).get("fields", [])}
-    return {}
-
-
 def stage_avro(spec: Any, topic: str, partition: int, msgs: Sequence[Message],
                staging_schema: pa.Schema) -> tuple[list[pa.RecordBatch], list[Message]]:
     """Fast-path what can be; return (staging batches, messages for the per-record path)."""
@@ -161,9 +72,11 @@ def stage_avro(spec: Any, topic: str, partition: int, msgs: Sequence[Message],
     if tombstones:
         out.append(_meta_batch(spec, topic, partition, tombstones, staging_schema, TOMBSTONE, None))
     plans = decoder.__dict__.setdefault("_fast_groups", {})
-    for sid, group in groups.items():
+    for sid, group in groups.items():  # in order of first appearance, like the per-record path builds its plans
         try:
-            plan = plans.get(sid) or plans.setdefault(sid, _Group(decoder, sid))
+            plan = plans.get(sid)
+            if plan is None or plan.value_plan is not decoder.value_plan(sid):
+                plan = plans[sid] = GroupPlan(decoder, sid, spec.ordering)
         except Exception:  # unknown schema id, registry trouble ...: the per-record path reports it exactly
             left.extend(group)
             continue
@@ -193,7 +106,7 @@ def _meta_batch(spec: Any, topic: str, partition: int, msgs: Sequence[Message], 
     return pa.RecordBatch.from_arrays([cols.get(f.name, pa.nulls(n, f.type)) for f in schema], schema=schema)
 
 
-def _decode_group(spec: Any, topic: str, partition: int, group: Sequence[Message], plan: _Group,
+def _decode_group(spec: Any, topic: str, partition: int, group: Sequence[Message], plan: GroupPlan,
                   schema: pa.Schema) -> tuple[pa.RecordBatch | None, list[Message]]:
     import polars_avro
 
@@ -212,16 +125,20 @@ def _decode_group(spec: Any, topic: str, partition: int, group: Sequence[Message
     before, after = table.column("before").combine_chunks(), table.column("after").combine_chunks()
     cols: dict[str, pa.Array] = {}
     n = table.num_rows
+    # a change needs its row image (else the per-record path reports it, or fills a delete from the message key)
+    good = pc.and_(good, pc.or_(pc.invert(change), pc.if_else(is_d, pc.is_valid(before), pc.is_valid(after))))
+    types = {f.name: f.type for f in schema}
     for name, conv in plan.convs.items():
-        if conv is None:
-            cols[name] = pa.nulls(n, dict((f.name, f.type) for f in schema)[name])
-            continue
         raw = pc.if_else(is_d, pc.struct_field(before, [name]), pc.struct_field(after, [name]))
         raw = pc.if_else(change, raw, pa.nulls(n, raw.type))
         cols[name] = conv(raw)
-    for k in spec.key:
+    for name, value in plan.consts.items():  # reader defaults (writer lacks the field) and dropped columns
+        const = pa.array([value] * n, types[name])
+        cols[name] = pc.if_else(change, const, pa.nulls(n, types[name])) if value is not None else const
+    constant = {name: change.to_pylist() for name in plan.const_unavailable}  # the default is the placeholder
+    unavailable = _toast(cols, plan.toast, spec.decoder.placeholder, n, [f.name for f in schema], constant)
+    for k in spec.key:  # after TOAST: a placeholder key is filled from the message key by the per-record path
         good = pc.and_(good, pc.or_(pc.invert(change), pc.is_valid(cols[k])))
-    unavailable = _toast(cols, plan.toast, spec.decoder.placeholder, n)
     keep = good.to_pylist()
     rest = [m for m, g in zip(group, keep) if not g]
     if not any(keep):
@@ -270,16 +187,23 @@ def _ordering(ordering: Any, source: pa.StructArray, table: pa.Table) -> list[pa
     return out
 
 
-def _toast(cols: dict[str, pa.Array], candidates: Sequence[str], placeholder: str, n: int) -> pa.Array:
-    """Replace placeholder values by null; the per-row list of such columns (None when there are none)."""
-    hits: dict[str, list[bool]] = {}
+def _toast(cols: dict[str, pa.Array], candidates: Sequence[str], placeholder: str, n: int,
+           order: Sequence[str], constant: dict[str, list[bool]]) -> pa.Array:
+    """Replace placeholder values by null; the per-row list of such columns in column ``order`` (None when there
+    are none). ``constant``: columns already null because their reader default is the placeholder → their rows."""
+    hits: dict[str, list[bool]] = dict(constant)
     for name in candidates:
         a = cols[name]
-        marker: Any = placeholder if pa.types.is_string(a.type) else placeholder.encode()
+        text = pa.types.is_string(a.type) or pa.types.is_large_string(a.type)
+        marker: Any = placeholder if text else placeholder.encode()
         mask = pc.fill_null(pc.equal(a, pa.scalar(marker, a.type)), False)
         if pc.any(mask).as_py():
             hits[name] = mask.to_pylist()
             cols[name] = pc.if_else(mask, pa.nulls(n, a.type), a)
     if not hits:
         return pa.nulls(n, pa.list_(pa.string()))
-    return pa.array([[c for c in hits if hits[c][i]] or None for i in range(n)], pa.list_(pa.string()))
+    names = [c for c in order if c in hits]
+    return pa.array([[c for c in names if hits[c][i]] or None for i in range(n)], pa.list_(pa.string()))
+
+
+__all__ = ["container", "stage_avro", "vector_converter"]  # vector_converter: re-exported from avro_group
