@@ -23,6 +23,10 @@ BAD_RECORD_POLICIES = ("dead_letter", "fail")
 CATALOG_TYPES = ("hadoop", "hive", "rest", "glue", "jdbc", "nessie")
 DEFAULT_PLACEHOLDER = "__debezium_unavailable_value"
 DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024  # key + value; larger records are bad records (0: no limit)
+# tables[].column_types (schemaless JSON): type names, and decimal(p,s) with 1 <= p <= 38, 0 <= s <= p
+COLUMN_TYPE_NAMES = ("int", "bigint", "float", "double", "boolean", "string", "date", "timestamp", "timestamptz",
+                     "binary")
+DECIMAL_COLUMN_TYPE = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _SECRET_WORDS = ("password", "secret", "token", "credentials", "user.info", "key", "jaas")
@@ -42,6 +46,8 @@ class TableConfig:
     max_dead_letter_ratio: float = 0.01
     allow_field_addition: bool = True
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    # Schemaless JSON: column → declared type ("decimal(10,2)", "bigint", "timestamptz", ...; COLUMN_TYPE_NAMES)
+    column_types: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -270,7 +276,8 @@ class _Parser:
     def table(self, t: dict[str, Any], i: int) -> TableConfig:
         w = f"tables[{i}]."
         allowed = {"topic", "target", "primary_key", "ordering", "delete_mode", "unavailable_value_placeholder",
-                   "on_bad_record", "max_dead_letter_ratio", "allow_field_addition", "max_record_bytes"}
+                   "on_bad_record", "max_dead_letter_ratio", "allow_field_addition", "max_record_bytes",
+                   "column_types"}
         self.unknown(t, allowed, w)
         t = {k: self.subst(v, w + k) for k, v in t.items()}
         topic, target = t.get("topic"), t.get("target")
@@ -307,4 +314,23 @@ class _Parser:
             max_dead_letter_ratio=ratio, allow_field_addition=afa,
             max_record_bytes=self.number(t.get("max_record_bytes", DEFAULT_MAX_RECORD_BYTES), w + "max_record_bytes",
                                          int, 0),
+            column_types=self.column_types(t.get("column_types"), w + "column_types"),
         )
+
+    def column_types(self, raw: Any, key: str) -> dict[str, str]:
+        """``{column: type}``; types normalised to lower case without blanks (``decimal(10,2)``)."""
+        if raw is None:
+            return {}
+        if not isinstance(raw, dict):
+            raise self.fail(key, f"must be a mapping of column name to type, got {type(raw).__name__}")
+        out = {}
+        for col, spec in raw.items():
+            norm = spec.strip().lower() if isinstance(spec, str) else spec
+            m = DECIMAL_COLUMN_TYPE.match(norm) if isinstance(norm, str) else None
+            if m and not (1 <= int(m.group(1)) <= 38 and int(m.group(2)) <= int(m.group(1))):
+                raise self.fail(f"{key}.{col}", f"decimal precision must be 1..38 and scale 0..precision, got {spec!r}")
+            if not isinstance(col, str) or not col or not (m or norm in COLUMN_TYPE_NAMES):
+                raise self.fail(f"{key}.{col}", f"must be one of {', '.join(COLUMN_TYPE_NAMES)} or decimal(p,s), "
+                                                f"got {spec!r}")
+            out[col] = f"decimal({int(m.group(1))},{int(m.group(2))})" if m else norm
+        return out

@@ -58,3 +58,29 @@ def test_relative_warehouse_resolves_against_the_yaml_directory(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump({**BASE, "catalog": {"warehouse": "wh"}}))
     assert load_config(path).catalog.warehouse == str(tmp_path / "wh")
+
+
+def test_scenario12_column_types_parsed_normalised_and_allowed_in_defaults():
+    t = {"topic": "t", "target": "a.b", "column_types": {"price": " DECIMAL(10, 2) ", "n": "BigInt", "at": "timestamptz"}}
+    assert parse_config({**BASE, "tables": [t]}).tables[0].column_types == {
+        "price": "decimal(10,2)", "n": "bigint", "at": "timestamptz"}
+    cfg = parse_config({**BASE, "defaults": {"column_types": {"amount": "decimal(12,4)"}}})
+    assert cfg.tables[0].column_types == {"amount": "decimal(12,4)"}
+    assert parse_config(BASE).tables[0].column_types == {}
+
+
+@pytest.mark.parametrize("column_types, key", [
+    ({"x": "varchar"}, "tables[0].column_types.x"),
+    ({"x": "decimal(40,2)"}, "tables[0].column_types.x"),
+    ({"x": "decimal(5,6)"}, "tables[0].column_types.x"),
+    ({"x": 3}, "tables[0].column_types.x"),
+    (["decimal(10,2)"], "tables[0].column_types"),
+])
+def test_scenario12_column_types_errors_name_the_file_and_key(tmp_path, column_types, key):
+    import yaml
+
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "tables": [{"topic": "t", "target": "a.b", "column_types": column_types}]}))
+    with pytest.raises(ConfigError) as exc:
+        load_config(path)
+    assert str(path) in str(exc.value) and f"'{key}'" in str(exc.value)
