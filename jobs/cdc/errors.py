@@ -45,6 +45,13 @@ class DecodeError(TerminalError):
     """
 
 
+class UnboundColumns(DecodeError):
+    """A record carries non-null values in columns of its own schema that the batch schema lacks (a schema the
+    batch's samples did not show, e.g. a column dropped at the source mid-batch). The reader always stages it as an
+    error row; the job then widens the batch schema with the record's columns and stages the batch again
+    (``cdc.run``), so it only stays a dead letter when that is not possible."""
+
+
 class BadRecordError(TerminalError):
     """A record could not be ingested and the table is configured with ``on_bad_record: fail``."""
 

@@ -11,7 +11,7 @@ import re
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
 from cdc import errors
@@ -263,8 +263,15 @@ class TableRun:
             on_bad_record=self.t.on_bad_record, timeout_seconds=self.cfg.batch.read_timeout_seconds,
             max_record_bytes=self.t.max_record_bytes)
         with phase(result, "read_stage"):
-            stage(self.spark, spec, split_chunks(self.t.topic, ranges, self.cfg.batch.chunk_size), self.names)
+            chunks = split_chunks(self.t.topic, ranges, self.cfg.batch.chunk_size)
+            stage(self.spark, spec, chunks, self.names)
             stats = batch_stats(self.spark, self.names.staging, batch_id, ordering.columns)
+            while stats.dead_letters and (wider := self.unbound_columns(batch_id, decoder, row_cols)):
+                row_cols = wider  # records of schemas the samples did not show: stage again with their columns
+                spec = replace(spec, decoder=decoder.bind(row_cols), row_columns=tuple(row_cols),
+                               staging_columns=tuple(staging_columns(row_cols, ordering.columns)))
+                stage(self.spark, spec, chunks, self.names)
+                stats = batch_stats(self.spark, self.names.staging, batch_id, ordering.columns)
             counts = stats.partitions
             if stats.dead_letters:
                 record_dead_letters(self.spark, self.names, self.cfg.pipeline, self.t.target, batch_id)
@@ -282,6 +289,29 @@ class TableRun:
         result.events_skipped = sum(c.events_skipped for c in counts.values())
         result.dead_letters = sum(c.dead_letters for c in counts.values())
         self.merge_and_commit(result, batch_id, row_cols, key, ordering, stats)
+
+    def unbound_columns(self, batch_id: int, decoder: Any, row_cols: list[Column]) -> list[Column] | None:
+        """The row columns widened with the columns of staged ``UnboundColumns`` records (one record per distinct
+        message, i.e. per schema), or None when there are none."""
+        from cdc import evolution
+
+        found = self.spark.sql(
+            f"SELECT min(struct(__partition, __offset, __raw_key, __raw_value)) AS r FROM {self.names.staging} "
+            f"WHERE batch_id = {int(batch_id)} AND __error_class = 'UnboundColumns' GROUP BY __error").collect()
+        cols = list(row_cols)
+        for p, o, k, v in (r["r"] for r in found):
+            try:
+                own = decoder.record_columns(k and bytes(k), v and bytes(v), cols)
+                cols = evolution.plan(cols, own or [], self.t.allow_field_addition).columns
+            except evolution.Incompatible as exc:
+                raise evolution.evolution_error(self.t.target, self.t.topic, exc, (p, o)) from None
+        if found and len(cols) == len(row_cols):  # nothing to add: staging again would not help
+            p, o = found[0]["r"][:2]
+            raise errors.BadRecordError(
+                f"table {self.t.target}: topic {self.t.topic} partition {p} offset {o}: the record has columns the "
+                "batch schema lacks and they cannot be added (see its dead letter reason); check the record's schema "
+                "and allow_field_addition for this table, then rerun")
+        return cols if found else None
 
     def merge_and_commit(self, result: TableResult, batch_id: int, row_cols: list[Column], key: tuple[str, ...],
                          ordering: Ordering, stats: BatchStats | None = None) -> None:

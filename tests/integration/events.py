@@ -67,3 +67,12 @@ def produce(bootstrap: str, topic: str, records, partition: int = 0) -> None:
     for k, v in records:
         p.produce(topic, key=k, value=v, partition=partition)
     p.flush(10)
+
+
+def pg_schemaless(op: str, key: int | None, row: dict[str, Any] | None, lsn: int) -> tuple[bytes | None, bytes]:
+    """The same Postgres change event as ``pg`` with ``schemas.enable=false``: payload only, no Connect schema."""
+    before = row if op == "d" else None
+    after = row if op in ("c", "u", "r") else None
+    source = {"connector": "postgresql", "lsn": lsn, "ts_ms": 1700000000000 + lsn}
+    value = json.dumps({"before": before, "after": after, "source": source, "op": op, "ts_ms": source["ts_ms"] + 5})
+    return (None if key is None else json.dumps({"id": key}).encode()), value.encode()

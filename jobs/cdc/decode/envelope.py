@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from decimal import Decimal
 from typing import Any, Callable, Mapping, Sequence
 
 import pyarrow as pa
 
 from cdc.decode.model import CHANGE, CHANGE_OPS, MESSAGE, TOMBSTONE, TRANSACTION, Column, Event
-from cdc.errors import DecodeError
+from cdc.errors import DecodeError, UnboundColumns
 from cdc.decode.widening import accepts
-from cdc.types import ConnectField, arrow_type, converter, fit_decimal, identity, to_bytes
+from cdc.types import ConnectField, arrow_type, converter, fit_decimal, identity, parse_zoned_timestamp, to_bytes
 
 _UNWRAP_MARKERS = ("__op", "__deleted", "__table", "__source_ts_ms", "__lsn", "__db")
 
@@ -29,13 +30,19 @@ Step = tuple[str, Callable[[Any], Any] | None, Any]
 
 
 class RowPlan:
-    """Converts row dicts of one source schema into Arrow-ready rows of the bound columns (in place)."""
+    """Converts row dicts of one source schema into Arrow-ready rows of the bound columns (in place).
 
-    def __init__(self, columns: Sequence[Column], steps: list[Step], extras: Sequence[str] = ()):
+    ``extras``: fields of the source schema that are not bound columns (name → type, for messages); ``open_row``
+    (schemaless rows): every field that is not a bound column is an extra. Extras are removed from the row; one
+    holding a value raises ``UnboundColumns`` (the job widens the batch schema with the record's columns)."""
+
+    def __init__(self, columns: Sequence[Column], steps: list[Step], extras: Mapping[str, str] | Sequence[str] = (),
+                 open_row: bool = False):
         self.columns = list(columns)
         self.names = frozenset(c.name for c in columns)
         self.steps = steps
-        self.extras = tuple(extras)  # source fields that are not bound columns
+        self.extras = dict(extras) if isinstance(extras, Mapping) else {n: "?" for n in extras}
+        self.open_row = open_row
 
     def apply(self, row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
         unavailable: tuple[str, ...] = ()
@@ -54,11 +61,22 @@ class RowPlan:
                 except (ValueError, TypeError, KeyError, AttributeError, ArithmeticError) as exc:
                     raise DecodeError(f"column {name!r}: cannot convert {type(v).__name__} value "
                                       f"({type(exc).__name__}: {exc})") from None
-        for name in self.extras:
-            if row.pop(name, None) is not None:
-                raise DecodeError(f"field {name!r} is not a column of this batch (the source schema changed after "
-                                  "the batch schema was resolved); rerun the batch")
+        extras = [n for n in row if n not in self.names] if self.open_row else [n for n in self.extras if n in row]
+        unbound = []
+        for name in extras:
+            v = row.pop(name)
+            if v is not None:
+                unbound.append(f"field {name!r} is not a column of this batch "
+                               f"({self.extras.get(name) or _json_type(v)} in the record)")
+        if unbound:  # one message per schema: the job widens the batch schema with one record of each
+            raise UnboundColumns("; ".join(unbound) + ": the batch schema came from the batch's newest records and "
+                                 "the table; the job adds the record's columns and stages the batch again")
         return row, unavailable
+
+
+def _json_type(v: Any) -> str:
+    return {bool: "boolean", int: "integer", float: "number", str: "string", dict: "object", list: "array"}.get(
+        type(v), type(v).__name__)
 
 
 def row_plan(columns: Sequence[Column], source: ConnectField | None, placeholder: str,
@@ -66,7 +84,7 @@ def row_plan(columns: Sequence[Column], source: ConnectField | None, placeholder
              ignore_extra: bool = False) -> RowPlan:
     """Plan for rows described by ``source`` (a struct), or by the bound column types when ``source`` is None
     (schemaless JSON: values are coerced from JSON types). ``ignore_extra``: source fields that are not bound
-    columns are dropped silently (else a value in one is a DecodeError)."""
+    columns are dropped silently (else a value in one raises ``UnboundColumns``; schemaless rows too)."""
     steps: list[Step] = []
     by_name = {f.field_name: f for f in source.fields} if source is not None else {}
     for col in columns:
@@ -85,7 +103,18 @@ def row_plan(columns: Sequence[Column], source: ConnectField | None, placeholder
         marker = _marker(src_type, placeholder, base64_bytes) if f.name not in _NOT_TOASTABLE else None
         if conv is not identity or marker is not None:
             steps.append((col.name, None if conv is identity else conv, marker))
-    return RowPlan(columns, steps, [] if ignore_extra else [n for n in by_name if n])
+    if ignore_extra:  # extras stay in the row dict, unused: only bound columns are staged
+        return RowPlan(columns, steps)
+    if source is None:
+        return RowPlan(columns, steps, open_row=True)
+    return RowPlan(columns, steps, {n: _type_label(f) for n, f in by_name.items() if n})
+
+
+def _type_label(f: ConnectField) -> str:
+    try:
+        return str(arrow_type(f))
+    except DecodeError:
+        return f.type
 
 
 _NOT_TOASTABLE = {"org.apache.kafka.connect.data.Decimal", "io.debezium.data.VariableScaleDecimal"}
@@ -126,14 +155,34 @@ def _coercer(t: pa.DataType) -> Callable[[Any], Any] | None:
     if pa.types.is_binary(t):
         return to_bytes
     if pa.types.is_decimal(t):
-        return lambda v: (fit_decimal(Decimal(str(v)), t.precision, t.scale)
-                          if type(v) in (int, float, str) else _bad(v, t))
+        return lambda v: json_decimal(v, t.precision, t.scale)
+    if pa.types.is_timestamp(t) and t.tz is not None:  # µs, or a ZonedTimestamp ISO-8601 string
+        return lambda v: v if type(v) is int else parse_zoned_timestamp(v) if type(v) is str else _bad(v, t)
     if pa.types.is_date32(t) or pa.types.is_timestamp(t):
         return lambda v: v if type(v) is int else _bad(v, t)  # already days / µs (model conventions)
     if pa.types.is_list(t):
         inner = _coercer(t.value_type)
         return lambda v: [None if x is None else inner(x) for x in v] if type(v) is list else _bad(v, t)
     return lambda v: v if isinstance(v, (dict, list)) else _bad(v, t)
+
+
+_BASE64 = re.compile(r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$")
+
+
+def json_decimal(v: Any, precision: int, scale: int) -> Decimal:
+    """A schemaless JSON value of a ``decimal(precision, scale)`` column, exactly (never rounded).
+
+    Debezium's ``decimal.handling.mode``: ``precise`` (default) sends base64 text of the big-endian two's-complement
+    unscaled value; ``string`` sends the plain number (always with ``scale`` fractional digits when scale > 0);
+    ``double`` a JSON number. Text that is valid base64 is read as ``precise`` (so ``string`` mode is only
+    unambiguous for scale > 0, see docs/types-and-evolution.md); other text and numbers as the number they spell."""
+    if type(v) is str and v and _BASE64.match(v):
+        d = Decimal(int.from_bytes(base64.b64decode(v), "big", signed=True)).scaleb(-scale)
+    elif type(v) in (int, float, str):
+        d = Decimal(str(v).strip())
+    else:
+        return _bad(v, pa.decimal128(precision, scale))
+    return fit_decimal(d, precision, scale)
 
 
 def _bad(v: Any, t: pa.DataType) -> Any:

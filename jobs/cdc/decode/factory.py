@@ -16,7 +16,7 @@ def make_decoder(cfg: PipelineConfig, table: TableConfig) -> Decoder:
     """A decoder for one table's topic (unbound: call resolve_columns / bind on the driver)."""
     decoder: Decoder
     if cfg.format == "json":
-        decoder = JsonDecoder(table.topic, table.unavailable_value_placeholder)
+        decoder = JsonDecoder(table.topic, table.unavailable_value_placeholder, column_types=table.column_types)
     elif cfg.format == "avro":
         conf = {k: v for k, v in cfg.schema_registry.items() if k not in _STRATEGY_KEYS}
         strategy = next((str(cfg.schema_registry[k]) for k in _STRATEGY_KEYS if k in cfg.schema_registry), "topic")

@@ -1,19 +1,28 @@
 """Decoder for Debezium JsonConverter output, with (``schemas.enable=true``) or without the schema envelope.
 
 With ``{"schema": ..., "payload": ...}`` the per-record Connect schema drives conversion (Decimal base64 → Decimal,
-dates, timestamps, ...). Payload-only records carry no types: columns are inferred from the samples (int → int64,
-float → float64, bool, str → string, object/array → string holding compact JSON) and values are coerced to the
-bound column types (a JSON type that does not fit raises ``DecodeError`` naming the column).
+dates, timestamps, ...). Payload-only records carry no types: a column named in the table's ``column_types`` gets
+that type (e.g. ``decimal(10,2)`` reads Debezium's base64 ``precise`` decimals exactly); any other column is inferred
+from its first non-null value (int → int64, float → float64, bool, str → string, object/array → string holding
+compact JSON; an existing table column's type wins when the value fits). A column that is null in every sample gets
+no type yet (it is not frozen as string): it is left out until a record has a value for it. Values are coerced to
+the bound column types (a JSON type that does not fit raises ``DecodeError`` naming the column).
+
+Every record is decoded with its own schema (embedded, or its own fields when schemaless). A record with a value in
+a column the bound columns lack (its schema is older or newer than the samples the batch schema came from, e.g. a
+column dropped at the source mid-batch) raises ``UnboundColumns``; ``record_columns`` gives that record's columns,
+which the job merges into the batch schema before staging the batch again (``cdc.run``), so no value is dropped.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
+from cdc.config import COLUMN_TYPE_NAMES, DECIMAL_COLUMN_TYPE
 from cdc.decode import Decoder, Sample
 from cdc.decode.envelope import RowPlan, row_plan, to_event
 from cdc.decode.model import TOMBSTONE, Column, Event
@@ -23,12 +32,27 @@ from cdc.types import ConnectField, columns_of, converter, from_connect_json
 
 _INFERRED = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string(),
              dict: pa.string(), list: pa.string()}
+_DECLARED = {"int": pa.int32(), "bigint": pa.int64(), "float": pa.float32(), "double": pa.float64(),
+             "boolean": pa.bool_(), "string": pa.string(), "date": pa.date32(), "timestamp": pa.timestamp("us"),
+             "timestamptz": pa.timestamp("us", tz="UTC"), "binary": pa.binary()}
+
+
+def declared_type(spec: str) -> pa.DataType:
+    """Arrow type of a ``column_types`` entry (``int``, ``bigint``, ``decimal(10,2)``, ``timestamptz``, ...)."""
+    m = DECIMAL_COLUMN_TYPE.match(spec.strip().lower())
+    if m:
+        return pa.decimal128(int(m.group(1)), int(m.group(2)))
+    if spec.strip().lower() in _DECLARED:
+        return _DECLARED[spec.strip().lower()]
+    raise ValueError(f"column_types: unknown type {spec!r} (one of {', '.join(COLUMN_TYPE_NAMES)}, decimal(p,s))")
 
 
 class JsonDecoder(Decoder):
-    def __init__(self, topic: str, placeholder: str):
+    def __init__(self, topic: str, placeholder: str, column_types: Mapping[str, str] | None = None):
         self.topic = topic
         self.placeholder = placeholder
+        # Schemaless records only (an embedded schema always decides): declared column → Arrow type.
+        self.declared = {name: declared_type(spec) for name, spec in (column_types or {}).items()}
         self._columns: list[Column] | None = None
         self._plans: list[tuple[Any, RowPlan]] = []  # (schema dict or None, plan); newest first, small
         self._key_convs: list[tuple[Any, Any]] = []
@@ -86,7 +110,15 @@ class JsonDecoder(Decoder):
         row = doc.get("after") if doc.get("after") is not None else doc.get("before")
         if not isinstance(row, dict):
             return []
-        return [_infer(k, v, existing.get(k)) for k, v in row.items()]
+        out = []
+        for k, v in row.items():
+            if k in self.declared:
+                out.append(Column(k, self.declared[k], True))
+            elif v is not None:
+                out.append(_infer(k, v, existing.get(k)))
+            elif k in existing:  # null: the table's type; else no type yet (not frozen as string)
+                out.append(existing[k])
+        return out
 
     def bind(self, columns: Sequence[Column]) -> "JsonDecoder":
         bound = copy.copy(self)
@@ -111,7 +143,11 @@ class JsonDecoder(Decoder):
                 return plan
         columns = self._columns if self._columns is not None else self._self_bind(schema)
         struct = _row_struct(schema) if isinstance(schema, dict) else None
-        plan = row_plan(columns, struct, self.placeholder, base64_bytes=True, ignore_extra=self.ignore_unknown_fields)
+        if self._columns is None and struct is None:  # decode() before bind(), schemaless: rows as they are
+            plan = RowPlan([], [])
+        else:
+            plan = row_plan(columns, struct, self.placeholder, base64_bytes=True,
+                            ignore_extra=self.ignore_unknown_fields)
         self._plans.insert(0, (schema, plan))
         del self._plans[8:]
         return plan
@@ -171,9 +207,7 @@ def _row_struct(schema: dict[str, Any]) -> ConnectField | None:
 
 
 def _infer(name: str, v: Any, existing: Column | None) -> Column:
-    """Schemaless sample value → column; an existing column's type wins whenever the value fits it."""
-    if v is None:
-        return existing or Column(name, pa.string(), True)
+    """Schemaless non-null sample value → column; an existing column's type wins whenever the value fits it."""
     t = _INFERRED.get(type(v), pa.string())
     if existing is not None:
         et = existing.arrow_type

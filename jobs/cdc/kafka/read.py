@@ -13,7 +13,7 @@ the reason (dead letters). With ``on_bad_record: fail`` a bad record fails the t
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
@@ -21,7 +21,7 @@ import pyarrow as pa
 from cdc.decode import Decoder
 from cdc.decode.avro import AvroDecoder
 from cdc.decode.model import CHANGE, Column
-from cdc.errors import BadRecordError, CdcError, DecodeError, KafkaUnavailable, OrderingError
+from cdc.errors import BadRecordError, CdcError, DecodeError, KafkaUnavailable, OrderingError, UnboundColumns
 from cdc.ordering import Ordering
 from cdc.tables import arrow_schema
 
@@ -136,6 +136,8 @@ def stage_record(spec: ReadSpec, topic: str, partition: int, offset: int, ts_ms:
                                       "message key); check primary_key in the pipeline YAML")
         return row
     except (DecodeError, OrderingError) as exc:
+        if isinstance(exc, UnboundColumns):  # never fatal here: cdc.run widens the batch schema and stages again
+            spec = replace(spec, on_bad_record="dead_letter")
         return _error_row(spec, base, type(exc).__name__, str(exc))
 
 

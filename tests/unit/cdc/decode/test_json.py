@@ -125,8 +125,8 @@ def test_payload_only_null_field_uses_existing_type_and_toast() -> None:
     doc["after"]["biography"] = None
     cols = decoder().resolve_columns([(None, json.dumps(doc).encode())], existing)
     assert {c.name: c.arrow_type for c in cols}["biography"] == pa.large_string()
-    assert {c.name: c.arrow_type for c in decoder().resolve_columns([(None, json.dumps(doc).encode())])}[
-        "biography"] == pa.string()
+    # Scenario 12: without the table's column, an all-null field gets no type (it is not frozen as string).
+    assert "biography" not in {c.name for c in decoder().resolve_columns([(None, json.dumps(doc).encode())])}
 
 
 def test_added_column_and_union_of_samples() -> None:
@@ -182,3 +182,162 @@ def test_picklable_after_use() -> None:
     b = d.bind(d.resolve_columns([(None, value)]))
     b.decode(None, value)
     assert pickle.loads(pickle.dumps(b.bind(b._columns or []))).decode(None, value).row["id"] == 1
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Scenario 8: JSON with schemas — a record carrying a since-dropped column must not be dead-lettered.
+
+_S8_V1 = [("id", "int32", False), ("name", "string", True), ("legacy", "string", True)]
+_S8_V2 = [("id", "int32", False), ("name", "string", True)]  # legacy dropped at the source
+
+
+def _s8_event(cols, row: dict, lsn: int) -> bytes:
+    fields = [{"type": t, "optional": o, "field": c} for c, t, o in cols]
+    value = {"type": "struct", "name": "s.public.t.Value", "optional": True, "fields": fields}
+    schema = {"type": "struct", "name": "s.public.t.Envelope", "optional": False, "fields": [
+        {**value, "field": "before"}, {**value, "field": "after"},
+        {"type": "struct", "optional": False, "field": "source", "fields": [
+            {"type": "string", "optional": False, "field": "connector"},
+            {"type": "int64", "optional": True, "field": "lsn"}]},
+        {"type": "string", "optional": False, "field": "op"}]}
+    payload = {"before": None, "after": row, "source": {"connector": "postgresql", "lsn": lsn}, "op": "c"}
+    return json.dumps({"schema": schema, "payload": payload}).encode()
+
+
+def test_scenario8_json_with_schemas_record_carrying_since_dropped_column_is_not_dead_lettered() -> None:
+    from cdc.decode.widening import merge_columns
+    from cdc.errors import UnboundColumns
+
+    old = _s8_event(_S8_V1, {"id": 1, "name": "a", "legacy": "z"}, 10)
+    new = _s8_event(_S8_V2, {"id": 2, "name": "b"}, 11)
+    d = decoder()
+    # The samples (newest record of each range) and the table decide the bound columns: their union.
+    assert [c.name for c in d.resolve_columns([(None, old), (None, new)])] == ["id", "name", "legacy"]
+    assert [c.name for c in d.resolve_columns([(None, new)], [Column("legacy", pa.string())])] == [
+        "legacy", "id", "name"]
+    # Samples that only show the newest schema: the older record is not silently cut down to the bound columns,
+    # it says which of its own columns are missing (the job widens the batch schema with record_columns).
+    cols = d.resolve_columns([(None, new)])
+    with pytest.raises(UnboundColumns) as info:
+        d.bind(cols).decode(None, old)
+    assert "field 'legacy' is not a column of this batch (string in the record)" in str(info.value)
+    wider = merge_columns(cols, d.record_columns(None, old, cols) or [])
+    assert [c.name for c in wider] == ["id", "name", "legacy"]
+    b = d.bind(wider)
+    rows = [b.decode(None, old).row, b.decode(None, new).row]
+    assert rows == [{"id": 1, "name": "a", "legacy": "z"}, {"id": 2, "name": "b"}]
+    assert to_arrow(rows, wider).column("legacy").to_pylist() == ["z", None]  # its value kept; NULL for the new one
+    # A null value in the unbound column loses nothing: decoded without it.
+    assert d.bind(cols).decode(None, _s8_event(_S8_V1, {"id": 3, "name": "c", "legacy": None}, 12)).row == {
+        "id": 3, "name": "c"}
+    # allow_field_addition: false (ignore_unknown_fields) keeps documented behaviour: the column is ignored (only
+    # bound columns are staged), the record is not an error.
+    ignoring = decoder()
+    ignoring.ignore_unknown_fields = True
+    row = ignoring.bind(cols).decode(None, old).row
+    assert {c.name: row.get(c.name) for c in cols} == {"id": 1, "name": "a"}
+
+
+def test_scenario8_schemaless_record_with_a_field_the_samples_lack_is_not_silently_dropped() -> None:
+    from cdc.errors import UnboundColumns
+
+    def ev(row: dict) -> bytes:
+        return json.dumps({"before": None, "after": row, "source": {"connector": "postgresql", "lsn": 1},
+                           "op": "c", "ts_ms": 1}).encode()
+
+    old, new = ev({"id": 1, "legacy": 7}), ev({"id": 2})
+    d = decoder()
+    cols = d.resolve_columns([(None, new)])
+    assert [c.name for c in cols] == ["id"]
+    with pytest.raises(UnboundColumns, match="'legacy'"):
+        d.bind(cols).decode(None, old)
+    assert d.record_columns(None, old, cols) == [Column("id", pa.int64()), Column("legacy", pa.int64())]
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Scenario 12: schemaless JSON corrupts decimals (and freezes all-null columns as string).
+
+def _schemaless(row: dict | None, op: str = "c", before: dict | None = None) -> bytes:
+    return json.dumps({"before": before, "after": row, "source": {"connector": "postgresql", "lsn": 5},
+                       "op": op, "ts_ms": 1}).encode()
+
+
+def test_scenario12_schemaless_json_declared_decimal_decodes_debezium_precise_base64() -> None:
+    from tests.integration.typed_events import decimal_b64
+
+    assert decimal_b64("5.00", 2) == "AfQ="
+    d = JsonDecoder("topic", samples.PLACEHOLDER, column_types={"price": "decimal(10,2)", "qty": "int"})
+    sample = _schemaless({"id": 1, "price": "AfQ=", "qty": 3})
+    cols = d.resolve_columns([(None, sample)])
+    assert cols == [Column("id", pa.int64()), Column("price", pa.decimal128(10, 2)), Column("qty", pa.int32())]
+    b = d.bind(cols)
+    values = {
+        "AfQ=": Decimal("5.00"),  # precise: base64 of the unscaled two's complement
+        decimal_b64("-12345678.91", 2): Decimal("-12345678.91"),
+        decimal_b64("0", 2): Decimal("0.00"),
+        "12.30": Decimal("12.30"),  # decimal.handling.mode=string
+        "-7": Decimal("-7.00"),
+        12.5: Decimal("12.50"),  # decimal.handling.mode=double
+        3: Decimal("3.00"),
+    }
+    got = {v: b.decode(None, _schemaless({"id": 1, "price": v, "qty": 1})).row["price"] for v in values}
+    assert got == values
+    assert to_arrow([b.decode(None, sample).row], cols).column("price").to_pylist() == [Decimal("5.00")]
+    with pytest.raises(DecodeError, match="column 'price'"):
+        b.decode(None, _schemaless({"id": 1, "price": decimal_b64("123456789.00", 2)}))  # 11 digits > precision 10
+    with pytest.raises(DecodeError, match="column 'price'"):
+        b.decode(None, _schemaless({"id": 1, "price": "1.234"}))  # more fractional digits than the scale: never rounded
+    with pytest.raises(DecodeError, match="column 'price'"):
+        b.decode(None, _schemaless({"id": 1, "price": "not a number!"}))
+    # Undeclared: inference as before (base64 text stays the string it is; documented risk).
+    assert {c.name: c.arrow_type for c in decoder().resolve_columns([(None, sample)])}["price"] == pa.string()
+
+
+def test_scenario12_schemaless_declared_types() -> None:
+    from cdc.config import COLUMN_TYPE_NAMES
+    from cdc.decode.json import _DECLARED
+    from tests.integration.typed_events import decimal_b64
+
+    assert set(_DECLARED) == set(COLUMN_TYPE_NAMES)
+    types_ = {"a": "int", "b": "bigint", "c": "double", "d": "boolean", "e": "string", "f": "date",
+              "g": "timestamp", "h": "timestamptz", "i": "binary", "j": "decimal(38, 0)"}
+    d = JsonDecoder("topic", samples.PLACEHOLDER, column_types=types_)
+    row = {"id": 1, "a": 1, "b": 2**40, "c": 1, "d": True, "e": 5, "f": 19439, "g": 1679581805123456,
+           "h": "2023-03-23T07:00:10.123456Z", "i": "AAE=", "j": decimal_b64("12345678901234567890", 0)}
+    cols = d.resolve_columns([(None, _schemaless(row))])
+    assert {c.name: c.arrow_type for c in cols} == {
+        "id": pa.int64(), "a": pa.int32(), "b": pa.int64(), "c": pa.float64(), "d": pa.bool_(), "e": pa.string(),
+        "f": pa.date32(), "g": pa.timestamp("us"), "h": pa.timestamp("us", "UTC"), "i": pa.binary(),
+        "j": pa.decimal128(38, 0)}
+    r = d.bind(cols).decode(None, _schemaless(row)).row
+    assert r == {"id": 1, "a": 1, "b": 2**40, "c": 1.0, "d": True, "e": "5", "f": 19439, "g": 1679581805123456,
+                 "h": 1679554810123456, "i": b"\x00\x01", "j": Decimal("12345678901234567890")}
+    assert to_arrow([r], cols).num_rows == 1
+    # decimal.handling.mode=string: a signed or fractional number is never base64; a digits-only text whose length
+    # is a multiple of 4 is (read as precise: the documented scale-0 ambiguity)
+    b = d.bind(cols)
+    assert b.decode(None, _schemaless({"id": 1, "j": "-12345678901234567890"})).row["j"] == Decimal(
+        "-12345678901234567890")
+    assert b.decode(None, _schemaless({"id": 1, "j": "123"})).row["j"] == Decimal("123")
+    with pytest.raises(ValueError, match="column_types"):
+        JsonDecoder("topic", samples.PLACEHOLDER, column_types={"x": "varchar"})
+
+
+def test_scenario12_schemaless_all_null_column_gets_no_type_until_a_value_is_seen() -> None:
+    d = decoder()
+    nulls = _schemaless({"id": 1, "bio": None})
+    assert [c.name for c in d.resolve_columns([(None, nulls)])] == ["id"]  # not frozen as string
+    later = _schemaless({"id": 2, "bio": 42})
+    assert {c.name: c.arrow_type for c in d.resolve_columns([(None, nulls), (None, later)])}["bio"] == pa.int64()
+    # the table has it: its type; declared: the declared type
+    assert d.resolve_columns([(None, nulls)], [Column("bio", pa.large_string())])[0] == Column("bio",
+                                                                                                pa.large_string())
+    declared = JsonDecoder("topic", samples.PLACEHOLDER, column_types={"bio": "decimal(5,1)"})
+    assert declared.resolve_columns([(None, nulls)])[1] == Column("bio", pa.decimal128(5, 1))
+    # the all-null column decodes to nothing; a later non-null value in it is not silently dropped
+    cols = d.resolve_columns([(None, nulls)])
+    assert d.bind(cols).decode(None, nulls).row == {"id": 1}
+    from cdc.errors import UnboundColumns
+
+    with pytest.raises(UnboundColumns, match="'bio'"):
+        d.bind(cols).decode(None, later)
