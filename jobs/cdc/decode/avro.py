@@ -24,6 +24,7 @@ from fastavro.read import SchemaResolutionError
 
 from cdc.config import DEFAULT_PLACEHOLDER
 from cdc.decode import Decoder, Sample
+from cdc.decode.avro_resolve import bytes_defaults
 from cdc.decode.envelope import RowPlan, row_plan, to_event
 from cdc.decode.model import TOMBSTONE, Column, Event
 from cdc.errors import ConfigError, DecodeError, SchemaRegistryUnavailable
@@ -214,7 +215,8 @@ class AvroDecoder(Decoder):
         parsed = self._parsed.get(sid)
         if parsed is None:
             try:
-                parsed = self._parsed[sid] = parse_schema(_strip_logical(json.loads(self._text(sid))))
+                schema = _strip_logical(json.loads(self._text(sid)))
+                parsed = self._parsed[sid] = bytes_defaults(parse_schema(schema))
             except (ValueError, TypeError, KeyError) as exc:
                 raise DecodeError(f"schema id {sid} is not a valid Avro schema: {exc}") from None
         return parsed

@@ -92,6 +92,43 @@ def row_record(envelope: Any, name: str) -> Any:
     return None
 
 
+def _first_kind(t: Any) -> Any:
+    t = t[0] if isinstance(t, list) and t else t  # a union's default is a value of its first branch
+    while isinstance(t, dict):
+        t = t.get("type")
+    return t
+
+
+def bytes_defaults(parsed: Any) -> Any:
+    """Avro writes ``bytes``/``fixed`` defaults as JSON strings of ISO-8859-1 code points and fastavro hands them back
+    as that ``str``; turn them into the bytes they stand for (in place, on a parsed schema) so a field the writer
+    lacks reads as its default (``b"\\xff"``, a decimal's unscaled bytes) instead of failing conversion."""
+    seen: set[int] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, list):
+            for x in node:
+                walk(x)
+            return
+        if not isinstance(node, dict) or id(node) in seen:
+            return
+        seen.add(id(node))
+        for f in node.get("fields", ()) if node.get("type") in ("record", "error") else ():
+            d = f.get("default")
+            if isinstance(d, str) and _first_kind(f["type"]) in ("bytes", "fixed"):
+                try:
+                    f["default"] = d.encode("latin-1")
+                except UnicodeEncodeError:
+                    pass  # not a valid bytes default: left as fastavro has it
+            walk(f["type"])
+        for k in ("type", "items", "values"):
+            if isinstance(node.get(k), (dict, list)):
+                walk(node[k])
+
+    walk(parsed)
+    return parsed
+
+
 def reader_defaults(reader_record: Any, names: Iterable[str]) -> dict[str, Any]:
     """The values fastavro gives reader fields ``names`` when the writer lacks them (decoded exactly as the
     per-record path decodes them: an empty writer record of the same name, resolved to those fields)."""
@@ -99,7 +136,7 @@ def reader_defaults(reader_record: Any, names: Iterable[str]) -> dict[str, Any]:
     wanted = set(names)
     sub = {"type": "record", "name": r["name"], "fields": [f for f in r.get("fields", ()) if f["name"] in wanted]}
     empty = {"type": "record", "name": r["name"], "fields": []}
-    return schemaless_reader(io.BytesIO(b""), parse_schema(empty), parse_schema(sub))
+    return schemaless_reader(io.BytesIO(b""), parse_schema(empty), bytes_defaults(parse_schema(sub)))
 
 
 def same_fields(a: Mapping[str, Any], b: Mapping[str, Any], names: Iterable[str]) -> bool:
@@ -107,4 +144,5 @@ def same_fields(a: Mapping[str, Any], b: Mapping[str, Any], names: Iterable[str]
     return all((n in a) == (n in b) for n in names)
 
 
-__all__ = ["expanded", "reader_defaults", "record_fields", "resolvable", "row_record", "same_fields"]
+__all__ = ["bytes_defaults", "expanded", "reader_defaults", "record_fields", "resolvable", "row_record",
+           "same_fields"]

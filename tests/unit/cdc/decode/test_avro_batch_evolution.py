@@ -115,6 +115,28 @@ def test_widened_columns_and_toast_placeholders_of_older_writers(registry):
     assert fast_share(registry.url, topic, msgs, existing=table) == (len(msgs), 0)
 
 
+def test_bytes_and_decimal_defaults_are_read_as_the_bytes_they_encode(registry):
+    """Avro writes bytes defaults as ISO-8859-1 strings (fastavro returns that str): older records get the bytes
+    (b"\\xff\\x01") and the decimal those bytes encode (unscaled 256, scale 2 → 2.56), not a dead letter."""
+    from decimal import Decimal
+
+    topic = _topic("bytes_defaults")
+    ns = topic.replace("-", "_")
+    dec = {"type": "bytes", "scale": 2, "precision": 10, "logicalType": "decimal",
+           "connect.name": "org.apache.kafka.connect.data.Decimal",
+           "connect.parameters": {"scale": "2", "connect.decimal.precision": "10"}}
+    v1 = envelope(ns, [{"name": "id", "type": "long"}])
+    v2 = envelope(ns, [{"name": "id", "type": "long"}, {"name": "blob", "type": "bytes", "default": "\u00ff\u0001"},
+                       {"name": "amount", "type": [dec, "null"], "default": "\u0001\u0000"}])
+    msgs = _pg_messages(registry.url, topic, [v1, v2], [[{"id": 1}], [{"id": 2, "blob": b"b", "amount": None}]])
+    out = stage_both(registry.url, topic, msgs)
+    _assert_same(out)
+    creates = out[False].filter(pa.compute.equal(out[False].column("__op"), "c"))
+    assert creates.column("blob").to_pylist() == [b"\xff\x01", b"b"]
+    assert creates.column("amount").to_pylist() == [Decimal("2.56"), None]
+    assert fast_share(registry.url, topic, msgs) == (len(msgs), 0)
+
+
 # ------------------------------------------------------------------------------------- real Debezium schemas
 
 def _mysql_source(pos: int, row: int = 0) -> dict:
