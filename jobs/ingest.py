@@ -37,6 +37,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(cli.START_TIMESTAMP, help="backfill: ISO-8601 or epoch milliseconds")
     p.add_argument(cli.END_TIMESTAMP, help="backfill: ISO-8601 or epoch milliseconds (exclusive)")
     p.add_argument(cli.MASTER, help="Spark master when not under spark-submit (default local[*])")
+    p.add_argument(cli.RESET_CURSOR, action="store_true",
+                   help="move the cursor of partitions beyond their high watermark (topic re-created, cluster moved) "
+                        "to their low watermark, or to --start-offsets; reads and merges nothing")
     return p.parse_args(argv)
 
 
@@ -68,13 +71,17 @@ def main(argv: list[str] | None = None) -> int:
             cfg = cfg.with_batch(max_records_per_partition=args.max_records)
         tables = list(cfg.select(args.table))
         bounds = bounds_from_args(args)
-        if args.mode != "backfill" and has_range(bounds):
+        mode = "reset" if args.reset_cursor else args.mode
+        if args.reset_cursor and (args.mode != "incremental" or args.dry_run or bounds.default != type(bounds.default)()
+                                  or any(b.end_offsets for b in bounds.topics.values())):
+            raise ConfigError(f"{cli.RESET_CURSOR} takes only {cli.TABLE} and {cli.START_OFFSETS}")
+        if mode == "incremental" and has_range(bounds):
             raise ConfigError("--start/--end offsets and timestamps need --mode backfill")
         from cdc.run import run_batch
         from cdc.session import build_session
 
         spark = build_session(cfg, f"cdc-ingest-{cfg.pipeline}", args.master)
-        summary = run_batch(spark, cfg, tables, args.mode, args.dry_run, bounds)
+        summary = run_batch(spark, cfg, tables, mode, args.dry_run, bounds)
     except CdcError as exc:
         return fail(f"ERROR [{type(exc).__name__}] {exc}", exc.exit_code)
     except KeyboardInterrupt:

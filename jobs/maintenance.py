@@ -39,7 +39,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def ts_literal(dt: datetime) -> str:
-    return "TIMESTAMP '" + dt.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S") + "'"
+    """A TIMESTAMP literal naming its zone (UTC), so it means the same instant whatever the session time zone."""
+    return "TIMESTAMP '" + dt.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S") + "Z'"
 
 
 def helper_tables(cfg: "PipelineConfig", t: "TableConfig") -> tuple[str, str]:
@@ -113,11 +114,30 @@ class Maintenance:
         self.step(ident, "drop_committed_batches", drop)
         self.expire(ident)
 
-    def tombstones(self, ident: str) -> None:
+    def tombstones(self, t: "TableConfig", ident: str) -> None:
         cutoff = ts_literal(self.hours_ago(self.args.tombstone_retention_hours))
-        self.step(ident, "gc_tombstones", lambda: (self.spark.sql(
-            f"DELETE FROM {ident} WHERE __deleted_at < {cutoff}"), {"older_than": cutoff})[1])
+        self.step(ident, "gc_tombstones", lambda: self.gc_tombstones(t, ident, cutoff))
         self.expire(ident)
+
+    def gc_tombstones(self, t: "TableConfig", ident: str, cutoff: str) -> dict[str, Any]:
+        """Drop tombstones older than ``cutoff``, first raising the table's GC horizon to the newest position among
+        them: later batches then ignore changes at or below it for keys the table no longer knows, so a replay or a
+        lagging partition cannot resurrect a deleted row (see ``cdc.merge``). Horizon first: a crash in between
+        leaves a horizon with its tombstones still there, which changes nothing."""
+        from cdc.tables import GC_HORIZON_PROPERTY, gc_horizon
+        from cdc.layout import is_meta, KAFKA_OFFSET, KAFKA_PARTITION, DELETED_AT
+
+        fields = [f.name for f in self.spark.table(ident).schema.fields]
+        ordering = [c for c in fields if is_meta(c) and c not in (KAFKA_PARTITION, KAFKA_OFFSET, DELETED_AT)]
+        expr = "max(named_struct(" + ", ".join(f"'o{i}', `{c}`" for i, c in enumerate(ordering)) + "))"
+        row = self.spark.sql(f"SELECT count(*) AS n, {expr} AS p FROM {ident} WHERE __deleted_at < {cutoff}").first()
+        if not row["n"]:
+            return {"older_than": cutoff, "dropped": 0}
+        newest = tuple(int(v) for v in row["p"])
+        horizon = max(newest, gc_horizon(self.spark, ident) or newest)
+        self.spark.sql(f"ALTER TABLE {ident} SET TBLPROPERTIES ('{GC_HORIZON_PROPERTY}' = '{json.dumps(list(horizon))}')")
+        self.spark.sql(f"DELETE FROM {ident} WHERE __deleted_at < {cutoff}")
+        return {"older_than": cutoff, "dropped": int(row["n"]), "gc_horizon": list(horizon)}
 
     def run(self, tables: tuple["TableConfig", ...]) -> None:
         for t in tables:
@@ -128,7 +148,7 @@ class Maintenance:
             if self.exists(staging):
                 self.staging(t, staging)
             if self.exists(tomb):
-                self.tombstones(tomb)
+                self.tombstones(t, tomb)
         for name in ("ledger", "dead_letters"):
             ident = f"{self.cat}.{self.cfg.metadata_namespace}.{name}"
             if self.exists(ident):
@@ -162,4 +182,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from cdc.cli_contract import finish  # reports the exit code to $CDC_RESULT_FILE (the Airflow operator)
+
+    sys.exit(finish(main()))

@@ -12,10 +12,11 @@ from typing import Any, Sequence
 
 from cdc.decode.model import Column
 from cdc.faults import checkpoint
-from cdc.merge import (MergeSpec, changes_sql, classify_sql, merge_target_sql, merge_tombstones_sql, newest_sql,
-                       truncate_sql, tuple_cmp_literal)
+from cdc.merge import (MergeSpec, changes_sql, classify_sql, merge_target_sql, merge_tombstones_sql,
+                       moved_toast_sql, newest_sql, truncate_sql)
+from cdc.sql import tuple_cmp_literal
 from cdc.stage import BatchStats
-from cdc.tables import TableNames, ensure_target, ensure_tombstones
+from cdc.tables import TableNames, ensure_target, ensure_tombstones, gc_horizon
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
         target=names.target, staging=names.staging, tombstones=None if soft else names.tombstones,
         batch_id=batch_id, key=tuple(key), columns=tuple(c.name for c in row_columns), ordering=tuple(ordering),
         delete_mode=delete_mode, toast_columns=stats.toast_columns, barrier=barrier,
+        gc_horizon=None if soft else gc_horizon(spark, names.tombstones),
     )
     truncated = 0
     if own is not None:
@@ -53,8 +55,10 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
             spark.sql(stmt)
         checkpoint("after_truncate")
 
-    classified = spark.sql(classify_sql(spec, newest_sql(spec, changes_sql(spec)))).localCheckpoint()
+    classified = spark.sql(classify_sql(spec, newest_sql(spec, moved_toast_sql(spec, changes_sql(spec))))
+                           ).localCheckpoint()
     actions = {r["__action"]: int(r["count"]) for r in classified.groupBy("__action").count().collect()}
+    checkpoint("after_classify")  # a writer that stalls here and merges late is fenced by the MERGE conditions
     view = f"cdc_classified_{uuid.uuid4().hex[:12]}"
     classified.createOrReplaceTempView(view)
     try:

@@ -37,6 +37,7 @@ END_OFFSETS = "--end-offsets"
 START_TIMESTAMP = "--start-timestamp"
 END_TIMESTAMP = "--end-timestamp"
 MASTER = "--master"
+RESET_CURSOR = "--reset-cursor"
 JOB_MODES = ("incremental", "backfill")
 
 # Environment variable naming a file the job writes its ``JobResult`` to (set by the Airflow operator).

@@ -26,10 +26,10 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from cdc.errors import ConcurrentRunError
-from cdc.merge import lit
+from cdc.sql import lit
 
 T = TypeVar("T")
 _CONFLICT_MARKERS = ("ValidationException", "CommitFailedException", "CommitStateUnknownException",
@@ -55,7 +55,14 @@ class PendingBatch:
     ranges: tuple[LedgerRange, ...]
     run_id: str
     owner: str
-    claimed_at: datetime | None
+    claimed_at_us: int | None  # epoch microseconds (zone-free: read with unix_micros, never as a local datetime)
+
+    @property
+    def claimed_at(self) -> str:
+        """The claim's time for messages, in UTC."""
+        if self.claimed_at_us is None:
+            return "never"
+        return datetime.fromtimestamp(self.claimed_at_us / 1e6, tz=timezone.utc).isoformat(timespec="seconds")
 
 
 def owner_host() -> str:
@@ -75,15 +82,17 @@ def _start_time(pid: int) -> str:
         return "?"
 
 
-def owner_alive(owner: str, claimed_at: datetime | None, lease_seconds: float) -> bool:
-    """Is the run that owns a pending batch still running? Same host: ask the OS; else trust the lease."""
+def owner_alive(owner: str, claimed_at_us: int | None, lease_seconds: float, now: float | None = None) -> bool:
+    """Is the run that owns a pending batch still running? Same host: ask the OS; else trust the lease.
+
+    ``claimed_at_us`` is epoch microseconds, so the age does not depend on any process's time zone."""
     host, _, rest = owner.partition(":")
     pid, _, start = rest.partition(":")
     if host == owner_host() and pid.isdigit() and start != "?":
         return _start_time(int(pid)) == start
-    if claimed_at is None:
+    if claimed_at_us is None:
         return False
-    age = time.time() - claimed_at.replace(tzinfo=claimed_at.tzinfo or timezone.utc).timestamp()
+    age = (time.time() if now is None else now) - claimed_at_us / 1e6
     return age < lease_seconds
 
 
@@ -132,11 +141,10 @@ class Ledger:
 
     def committed_offsets(self, table: str, topic: str) -> dict[int, int]:
         """Incremental cursor: partition → end of the last committed incremental batch."""
+        from cdc.ledger_model import cursor_sql
+
         self._fresh()
-        rows = self.spark.sql(
-            f"SELECT `partition`, max(end_offset) AS e FROM {self.name} WHERE {self._where(table)} "
-            f"AND topic = {lit(topic)} AND status = 'committed' AND mode = 'incremental' GROUP BY `partition`"
-        ).collect()
+        rows = self.spark.sql(cursor_sql(self.name, self.pipeline, table, topic)).collect()
         return {int(r["partition"]): int(r["e"]) for r in rows}
 
     def next_batch_id(self, table: str) -> int:
@@ -148,8 +156,8 @@ class Ledger:
         """The oldest batch that is claimed or staged but not committed."""
         self._fresh()
         rows = self.spark.sql(
-            f"SELECT * FROM {self.name} WHERE {self._where(table)} AND status IN ('claimed', 'staged') "
-            "ORDER BY batch_id, topic, `partition`").collect()
+            f"SELECT *, unix_micros(claimed_at) AS claimed_at_us FROM {self.name} WHERE {self._where(table)} "
+            "AND status IN ('claimed', 'staged') ORDER BY batch_id, topic, `partition`").collect()
         if not rows:
             return None
         mine = [r for r in rows if r["batch_id"] == rows[0]["batch_id"]]
@@ -158,7 +166,8 @@ class Ledger:
             ranges=tuple(LedgerRange(r["topic"], r["partition"], r["start_offset"], r["end_offset"],
                                      r["events_read"] or 0, r["events_skipped"] or 0, r["dead_letters"] or 0)
                          for r in mine),
-            run_id=mine[0]["run_id"], owner=mine[0]["owner"] or "", claimed_at=mine[0]["claimed_at"])
+            run_id=mine[0]["run_id"], owner=mine[0]["owner"] or "",
+            claimed_at_us=mine[0]["claimed_at_us"])
 
     def barrier(self, table: str, before_batch: int) -> tuple[int, ...] | None:
         """Newest truncate position recorded by earlier batches of the table."""
@@ -207,6 +216,16 @@ class Ledger:
             raise ConcurrentRunError(f"table {table}: {why}; this run withdrew its claim on batch {batch_id} and stops "
                                      "without writing. Retry later")
 
+    def reset_cursor(self, table: str, topic: str, batch_id: int, moves: Mapping[int, tuple[int, int]],
+                     run_id: str) -> None:
+        """Move the table's cursor to new offsets (``partition → (old cursor, new offset)``) with committed ``reset``
+        rows (``cdc.ledger_model``); nothing is read or merged."""
+        values = ", ".join(
+            f"({lit(self.pipeline)}, {lit(table)}, {int(batch_id)}, 'reset', {lit(topic)}, {int(p)}, {int(old)}, "
+            f"{int(new)}, 'committed', 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, current_timestamp(), {lit(run_id)}, "
+            f"{lit(process_owner())}, current_timestamp())" for p, (old, new) in sorted(moves.items()))
+        self._write("cursor reset", table, f"INSERT INTO {self.name} VALUES {values}")
+
     def release(self, table: str, batch_id: int, run_id: str) -> None:
         """Withdraw this run's claim of a batch it has not staged (nothing else was written for it)."""
         self._write("release", table, f"DELETE FROM {self.name} WHERE {self._where(table)} "
@@ -214,9 +233,13 @@ class Ledger:
                                       "AND status = 'claimed'", attempts=8)
 
     def take_over(self, table: str, pending: PendingBatch, run_id: str) -> None:
+        """Take a dead run's batch over: only if its claim is still exactly the one we judged dead (same run,
+        same ``claimed_at``); a claim renewed since then means the owner is alive, and we refuse."""
+        seen = ("claimed_at IS NULL" if pending.claimed_at_us is None
+                else f"unix_micros(claimed_at) = {int(pending.claimed_at_us)}")
         sql = (f"UPDATE {self.name} SET run_id = {lit(run_id)}, owner = {lit(process_owner())}, "
                f"claimed_at = current_timestamp() WHERE {self._where(table)} AND batch_id = {pending.batch_id} "
-               f"AND run_id = {lit(pending.run_id)}")
+               f"AND run_id = {lit(pending.run_id)} AND {seen}")
         self._guarded(table, pending.batch_id, run_id, "take-over", lambda: self.spark.sql(sql))
 
     def renew(self, table: str, batch_id: int, run_id: str) -> None:

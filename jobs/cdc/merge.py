@@ -1,22 +1,30 @@
 """The merge contract, as SQL built by pure functions (tested by exact text and by table contents).
 
-One staged batch is merged in four statements, each idempotent, so a crash anywhere followed by a rerun of the same
+One staged batch is merged in a few statements, each idempotent, so a crash anywhere followed by a rerun of the same
 batch gives the same table as an uninterrupted run:
 
 1. ``truncate_sql`` (only when the batch holds a truncate): rows ordered before the truncate are removed (hard) or
    soft-deleted. Events ordered at or before the newest truncate are dropped from every later step, and the truncate
    position is kept in the ledger as a *barrier* for later batches.
-2. ``newest_sql``: per key, the newest change of the batch (by source position, then Kafka partition/offset). Unchanged
-   TOAST columns (Debezium's unavailable-value placeholder) take the latest available value of an earlier event of the
-   same key in the batch (``<col>__carry``), else (step 3) the table's value.
+2. ``changes_sql`` → ``moved_toast_sql`` (TOAST batches only) → ``newest_sql``: per key, the newest change of the
+   batch. Unchanged TOAST columns (Debezium's unavailable-value placeholder) take the value of the newest *older*
+   change of the same key that had it (``<col>__carry``, with its position), else (step 3) the table's value.
+   A primary-key change (``d`` of the old key and ``c`` of the new key at one source position) carries the old
+   key's value to the new key. Delete images never serve as a TOAST source.
 3. ``classify_sql``: compares that change with the table row and the tombstone of the key and names an action:
-   ``skip`` (not newer than what the table holds: duplicates, replays, late out-of-order events), ``insert``,
-   ``update``, ``delete`` (a live row goes) or ``tombstone`` (a delete for a key with no live row: remembered only).
+   ``skip`` (not newer than what the table holds: duplicates, replays, late out-of-order events; or at/below the
+   tombstone GC horizon for a key the table has forgotten), ``insert``, ``update``, ``delete`` (a live row goes) or
+   ``tombstone`` (a delete for a key with no live row: remembered only).
 4. ``merge_target_sql`` applies the actions; ``merge_tombstones_sql`` (hard deletes) remembers each delete's position,
    so an older insert/update that arrives later cannot resurrect the row. In soft mode the row itself, with
    ``__deleted = true``, is the tombstone.
 
-"Newer" is ``newer_sql``: a strictly greater source position. Within a batch, ties go to the later Kafka offset.
+*Fencing*: every clause of both MERGEs re-checks, against the table as it is when the MERGE commits, that the change
+is newer than what is stored (row or tombstone). A writer that lost its claim (lease expiry, a long pause) and merges
+late can therefore never move a key backwards.
+
+"Newer" is ``newer_sql``: a strictly greater *position* (``cdc.layout.position_columns``): the source log position,
+then Kafka partition and offset, in every comparison (within a batch, against the table, against tombstones).
 """
 
 from __future__ import annotations
@@ -24,19 +32,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-# Target-table metadata columns (besides the ordering columns and __deleted in soft mode).
-META_COLUMNS = ("__op", "__source_ts_ms", "__kafka_partition", "__kafka_offset", "__batch_id", "__ingested_at")
-DELETED = "__deleted"
-_MIN = "-9223372036854775808"
+from cdc.layout import (BATCH_ID, DELETED, DELETED_AT, INGESTED_AT, KAFKA_OFFSET, KAFKA_PARTITION, OFFSET, OP,
+                        PARTITION, SOURCE_TS_MS, UNAVAILABLE, position_columns)
+from cdc.sql import key_join, lit, q, tuple_cmp_literal, tuple_eq, tuple_gt
 
-
-def q(name: str) -> str:
-    """Quote an identifier for Spark SQL."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-def lit(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+__all__ = ["MergeSpec", "changes_sql", "classify_sql", "lit", "merge_target_sql", "merge_tombstones_sql",
+           "moved_toast_sql", "newer_sql", "newest_sql", "q", "truncate_sql", "tuple_cmp_literal"]
 
 
 @dataclass(frozen=True)
@@ -51,49 +52,28 @@ class MergeSpec:
     delete_mode: str = "hard"
     toast_columns: tuple[str, ...] = ()  # columns that were unavailable in some event of this batch
     barrier: tuple[int, ...] | None = None  # newest truncate position known (this batch or earlier)
+    gc_horizon: tuple[int, ...] | None = None  # highest position whose tombstones maintenance dropped
 
     @property
     def soft(self) -> bool:
         return self.delete_mode == "soft"
 
+    @property
+    def staged_position(self) -> tuple[str, ...]:
+        return position_columns(self.ordering, staged=True)
 
-def tuple_gt(a: str, b: str, cols: Sequence[str], b_nullable: bool = True) -> str:
-    """``(a.c1, a.c2, ...) > (b.c1, b.c2, ...)`` lexicographically; a NULL on the b side counts as -infinity."""
-
-    def bcol(c: str) -> str:
-        return f"coalesce({b}.{q(c)}, {_MIN})" if b_nullable else f"{b}.{q(c)}"
-
-    terms = []
-    for i, c in enumerate(cols):
-        eq = [f"{a}.{q(p)} = {bcol(p)}" for p in cols[:i]]
-        terms.append("(" + " AND ".join(eq + [f"{a}.{q(c)} > {bcol(c)}"]) + ")")
-    return "(" + " OR ".join(terms) + ")"
+    @property
+    def stored_position(self) -> tuple[str, ...]:
+        return position_columns(self.ordering, staged=False)
 
 
-def tuple_eq(a: str, b: str, cols: Sequence[str]) -> str:
-    return "(" + " AND ".join(f"{a}.{q(c)} = {b}.{q(c)}" for c in cols) + ")"
-
-
-def tuple_cmp_literal(a: str, cols: Sequence[str], values: Sequence[int], op: str) -> str:
-    """``(a.c1, ...) <op> (v1, ...)`` for op in ``>`` / ``<`` (lexicographic)."""
-    terms = []
-    for i, c in enumerate(cols):
-        eq = [f"{a}.{q(p)} = {int(v)}" for p, v in zip(cols[:i], values[:i])]
-        terms.append("(" + " AND ".join(eq + [f"{a}.{q(c)} {op} {int(values[i])}"]) + ")")
-    return "(" + " OR ".join(terms) + ")"
-
-
-def newer_sql(s: str, t: str, ordering: Sequence[str]) -> str:
-    """Event ``s`` is strictly newer (by source position) than the state ``t`` holds for the key.
+def newer_sql(spec: MergeSpec, s: str, t: str, s_staged: bool = True) -> str:
+    """Change ``s`` (staging column names) is strictly newer than the state ``t`` (target or tombstone) holds.
 
     Equal positions are *not* newer: an event at or before what the table holds is a duplicate, a replay or a late
-    arrival and is ignored. (Within one batch, ties between events of a key go to the later Kafka offset.)
-    """
-    return tuple_gt(s, t, ordering)
-
-
-def _key_join(a: str, b: str, key: Sequence[str]) -> str:
-    return " AND ".join(f"{a}.{q(k)} = {b}.{q(k)}" for k in key)
+    arrival and is ignored. A NULL state (no row) counts as -infinity."""
+    s_cols = spec.staged_position if s_staged else spec.stored_position
+    return tuple_gt(s, s_cols, t, spec.stored_position)
 
 
 def changes_sql(spec: MergeSpec) -> str:
@@ -104,16 +84,60 @@ def changes_sql(spec: MergeSpec) -> str:
     return f"SELECT * FROM {spec.staging} c WHERE " + " AND ".join(where)
 
 
-def newest_sql(spec: MergeSpec, changes: str) -> str:
-    """One row per key: the newest change, with TOAST values carried from earlier events of the batch."""
+def _carry_struct(spec: MergeSpec, col: str) -> str:
+    """``named_struct(v, <col>, <position>...)`` of an event that *has* the column's value, else NULL."""
+    pos = ", ".join(f"{lit(c)}, {q(c)}" for c in spec.staged_position)
+    return (f"IF(`__op` = 'd' OR array_contains(coalesce({q(UNAVAILABLE)}, array()), {lit(col)}), NULL, "
+            f"named_struct('v', {q(col)}, {pos}))")
+
+
+def moved_toast_sql(spec: MergeSpec, changes: str) -> str:
+    """Primary-key changes: a ``c`` whose TOAST column is unavailable and that shares its source position with a
+    ``d`` of another key takes the old key's value (its newest older change in the batch, else its table row).
+
+    PostgreSQL's ``UPDATE ... SET id = 2 WHERE id = 1`` with an unchanged TOASTed column arrives as d(1)@L and
+    c(2, placeholder)@L. The filled column is removed from ``__unavailable``, so later changes of the new key carry
+    it like any other value."""
+    if not spec.toast_columns:
+        return changes
     key = ", ".join(q(k) for k in spec.key)
-    asc = ", ".join([q(c) for c in spec.ordering] + ["`__partition`", "`__offset`"])
-    desc = ", ".join(f"{q(c)} DESC" for c in spec.ordering) + ", `__partition` DESC, `__offset` DESC"
+    asc = ", ".join(q(c) for c in spec.staged_position)
+    ords = [q(c) for c in spec.ordering]
+    prior = ", ".join(f"last({_carry_struct(spec, c)}, true) OVER w AS {q(c + '__prior')}" for c in spec.toast_columns)
+    prior_sql = (f"SELECT {', '.join(ords)}, {key}, `__op`, {prior} FROM ({changes}) "
+                 f"WINDOW w AS (PARTITION BY {key} ORDER BY {asc} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)")
+    live = f"t.{q(spec.key[0])} IS NOT NULL" + (f" AND NOT coalesce(t.{q(DELETED)}, false)" if spec.soft else "")
+    moved_cols = []
+    for c in spec.toast_columns:
+        prior_c = f"p.{q(c + '__prior')}"
+        fresh = f"{prior_c} IS NOT NULL AND {tuple_gt(prior_c, spec.staged_position, 't', spec.stored_position)}"
+        moved_cols.append(f"first(CASE WHEN {fresh} THEN named_struct('v', {prior_c}.v) "
+                          f"WHEN {live} THEN named_struct('v', t.{q(c)}) END, true) AS {q(c + '__moved')}")
+    moved_sql = (f"SELECT {', '.join('p.' + o for o in ords)}, first(struct({', '.join('p.' + q(k) for k in spec.key)})"
+                 f") AS `__old_key`, {', '.join(moved_cols)} FROM ({prior_sql}) p "
+                 f"LEFT JOIN {spec.target} t ON {key_join('p', 't', spec.key)} WHERE p.`__op` = 'd' "
+                 f"GROUP BY {', '.join('p.' + o for o in ords)}")
+    takes = {c: (f"c.`__op` = 'c' AND array_contains(coalesce(c.{q(UNAVAILABLE)}, array()), {lit(c)}) "
+                 f"AND m.{q(c + '__moved')} IS NOT NULL") for c in spec.toast_columns}
+    filled = [f"CASE WHEN {cond} THEN m.{q(c + '__moved')}.v ELSE c.{q(c)} END AS {q(c)}" for c, cond in takes.items()]
+    drop = " OR ".join(f"(x = {lit(c)} AND {cond})" for c, cond in takes.items())
+    unavailable = f"filter(c.{q(UNAVAILABLE)}, x -> NOT ({drop})) AS {q(UNAVAILABLE)}"
+    other_key = " OR ".join(f"c.{q(k)} <> m.`__old_key`.{q(k)}" for k in spec.key)
+    keep = [c for c in (*spec.columns, *spec.ordering, OP, PARTITION, OFFSET, SOURCE_TS_MS) if c not in takes]
+    return (f"SELECT {', '.join('c.' + q(c) for c in keep)}, "
+            f"{', '.join(filled)}, {unavailable} FROM ({changes}) c LEFT JOIN ({moved_sql}) m "
+            f"ON c.`__op` = 'c' AND {tuple_eq('c', spec.ordering, 'm', spec.ordering)} AND ({other_key})")
+
+
+def newest_sql(spec: MergeSpec, changes: str) -> str:
+    """One row per key: the newest change, with TOAST values carried from the newest older change that had them."""
+    key = ", ".join(q(k) for k in spec.key)
+    asc = ", ".join(q(c) for c in spec.staged_position)
+    desc = ", ".join(f"{q(c)} DESC" for c in spec.staged_position)
     cols = []
     for c in spec.columns:
         if c in spec.toast_columns:
-            cols.append(f"last(IF(array_contains(`__unavailable`, {lit(c)}), NULL, named_struct('v', {q(c)})), true) "
-                        f"OVER w_carry AS {q(c + '__carry')}")
+            cols.append(f"last({_carry_struct(spec, c)}, true) OVER w_carry AS {q(c + '__carry')}")
         else:
             cols.append(q(c))
     meta = [q(c) for c in spec.ordering] + ["`__op`", "`__partition`", "`__offset`", "`__source_ts_ms`"]
@@ -124,26 +148,33 @@ def newest_sql(spec: MergeSpec, changes: str) -> str:
     )
 
 
+def _live(spec: MergeSpec, t: str = "t") -> str:
+    return f"{t}.{q(spec.key[0])} IS NOT NULL" + (f" AND NOT coalesce({t}.{q(DELETED)}, false)" if spec.soft else "")
+
+
 def classify_sql(spec: MergeSpec, newest: str) -> str:
     """Join the newest changes with the table (and tombstones) and decide each key's action."""
     k0 = q(spec.key[0])
-    live = f"t.{k0} IS NOT NULL" + (f" AND NOT coalesce(t.{q(DELETED)}, false)" if spec.soft else "")
-    skip = [f"WHEN t.{k0} IS NOT NULL AND NOT {newer_sql('s', 't', spec.ordering)} THEN 'skip'"]
-    joins = f"LEFT JOIN {spec.target} t ON {_key_join('s', 't', spec.key)}"
+    skip = [f"WHEN t.{k0} IS NOT NULL AND NOT {newer_sql(spec, 's', 't')} THEN 'skip'"]
+    joins = f"LEFT JOIN {spec.target} t ON {key_join('s', 't', spec.key)}"
     if spec.tombstones and not spec.soft:
-        skip.append(f"WHEN d.{k0} IS NOT NULL AND NOT {newer_sql('s', 'd', spec.ordering)} THEN 'skip'")
-        joins += f" LEFT JOIN {spec.tombstones} d ON {_key_join('s', 'd', spec.key)}"
+        skip.append(f"WHEN d.{k0} IS NOT NULL AND NOT {newer_sql(spec, 's', 'd')} THEN 'skip'")
+        joins += f" LEFT JOIN {spec.tombstones} d ON {key_join('s', 'd', spec.key)}"
+        if spec.gc_horizon is not None:  # the key's tombstone may have been garbage-collected: older = forgotten
+            skip.append(f"WHEN t.{k0} IS NULL AND d.{k0} IS NULL AND NOT "
+                        f"{tuple_cmp_literal('s', spec.ordering, spec.gc_horizon, '>')} THEN 'skip'")
     values = []
     for c in spec.columns:
         if c in spec.toast_columns:
-            carry = q(c + "__carry")
-            values.append(f"CASE WHEN s.{carry} IS NULL THEN t.{q(c)} ELSE s.{carry}.v END AS {q(c)}")
+            carry = f"s.{q(c + '__carry')}"
+            fresh = f"{carry} IS NOT NULL AND {tuple_gt(carry, spec.staged_position, 't', spec.stored_position)}"
+            values.append(f"CASE WHEN {fresh} THEN {carry}.v WHEN {_live(spec)} THEN t.{q(c)} END AS {q(c)}")
         else:
             values.append(f"s.{q(c)}")
     action = (
-        "CASE " + " ".join(skip) + f" WHEN s.`__op` = 'd' AND {live} THEN 'delete'"
+        "CASE " + " ".join(skip) + f" WHEN s.`__op` = 'd' AND {_live(spec)} THEN 'delete'"
         " WHEN s.`__op` = 'd' THEN 'tombstone'"
-        f" WHEN {live} THEN 'update' ELSE 'insert' END AS `__action`"
+        f" WHEN {_live(spec)} THEN 'update' ELSE 'insert' END AS `__action`"
     )
     meta = [f"s.{q(c)}" for c in spec.ordering] + ["s.`__op`", "s.`__partition`", "s.`__offset`",
                                                    "s.`__source_ts_ms`"]
@@ -152,20 +183,21 @@ def classify_sql(spec: MergeSpec, newest: str) -> str:
 
 def _meta_assignments(spec: MergeSpec) -> list[tuple[str, str]]:
     return [(c, f"s.{q(c)}") for c in spec.ordering] + [
-        ("__op", "s.`__op`"),
-        ("__source_ts_ms", "s.`__source_ts_ms`"),
-        ("__kafka_partition", "s.`__partition`"),
-        ("__kafka_offset", "s.`__offset`"),
-        ("__batch_id", str(int(spec.batch_id))),
-        ("__ingested_at", "current_timestamp()"),
+        (OP, "s.`__op`"),
+        (SOURCE_TS_MS, "s.`__source_ts_ms`"),
+        (KAFKA_PARTITION, f"s.{q(PARTITION)}"),
+        (KAFKA_OFFSET, f"s.{q(OFFSET)}"),
+        (BATCH_ID, str(int(spec.batch_id))),
+        (INGESTED_AT, "current_timestamp()"),
     ]
 
 
 def merge_target_sql(spec: MergeSpec, classified: str) -> str:
-    """MERGE the classified changes (``skip`` rows are filtered out) into the target table."""
+    """MERGE the classified changes into the target table; every clause re-checks "newer" (fencing)."""
     meta = _meta_assignments(spec)
     row = [(c, f"s.{q(c)}") for c in spec.columns if c not in spec.key]
-    on = _key_join("t", "s", spec.key)
+    on = key_join("t", "s", spec.key)
+    newer = newer_sql(spec, "s", "t")
 
     def sets(pairs: list[tuple[str, str]]) -> str:
         return ", ".join(f"t.{q(c)} = {v}" for c, v in pairs)
@@ -175,35 +207,39 @@ def merge_target_sql(spec: MergeSpec, classified: str) -> str:
         return f"INSERT ({', '.join(q(c) for c, _ in pairs)}) VALUES ({', '.join(v for _, v in pairs)})"
 
     src = f"(SELECT * FROM {classified} WHERE `__action` <> 'skip')"
+    if spec.tombstones and not spec.soft:  # a tombstone written since classification wins over older changes
+        k0 = q(spec.key[0])
+        src = (f"(SELECT c.* FROM {classified} c LEFT JOIN {spec.tombstones} d ON {key_join('c', 'd', spec.key)} "
+               f"WHERE c.`__action` <> 'skip' AND (d.{k0} IS NULL OR {newer_sql(spec, 'c', 'd')}))")
+    gone, stays = "s.`__action` IN ('delete', 'tombstone')", "s.`__action` IN ('update', 'insert')"
     if spec.soft:
         clauses = [
-            f"WHEN MATCHED AND s.`__action` IN ('delete', 'tombstone') THEN UPDATE SET "
-            f"{sets(meta + [(DELETED, 'true')])}",
-            f"WHEN MATCHED AND s.`__action` IN ('update', 'insert') THEN UPDATE SET "
-            f"{sets(row + meta + [(DELETED, 'false')])}",
-            f"WHEN NOT MATCHED AND s.`__action` = 'insert' THEN {insert('false')}",
-            f"WHEN NOT MATCHED AND s.`__action` = 'tombstone' THEN {insert('true')}",
+            f"WHEN MATCHED AND {gone} AND {newer} THEN UPDATE SET {sets(meta + [(DELETED, 'true')])}",
+            f"WHEN MATCHED AND {stays} AND {newer} THEN UPDATE SET {sets(row + meta + [(DELETED, 'false')])}",
+            f"WHEN NOT MATCHED AND {stays} THEN {insert('false')}",
+            f"WHEN NOT MATCHED AND {gone} THEN {insert('true')}",
         ]
     else:
         clauses = [
-            "WHEN MATCHED AND s.`__action` = 'delete' THEN DELETE",
-            f"WHEN MATCHED AND s.`__action` = 'update' THEN UPDATE SET {sets(row + meta)}",
-            f"WHEN NOT MATCHED AND s.`__action` = 'insert' THEN {insert(None)}",
+            f"WHEN MATCHED AND {gone} AND {newer} THEN DELETE",
+            f"WHEN MATCHED AND {stays} AND {newer} THEN UPDATE SET {sets(row + meta)}",
+            f"WHEN NOT MATCHED AND {stays} THEN {insert(None)}",
         ]
     return f"MERGE INTO {spec.target} t USING {src} s ON {on} " + " ".join(clauses)
 
 
 def merge_tombstones_sql(spec: MergeSpec, classified: str) -> str:
-    """Remember hard deletes (key + position) so late older events cannot resurrect the row."""
+    """Remember hard deletes (key + position) so late older events cannot resurrect the row (only ever forward)."""
     assert spec.tombstones, "tombstones are only kept for hard deletes"
     pairs = [(c, f"s.{q(c)}") for c in spec.ordering] + [
-        ("__kafka_partition", "s.`__partition`"), ("__kafka_offset", "s.`__offset`"),
-        ("__deleted_at", "current_timestamp()")]
+        (KAFKA_PARTITION, f"s.{q(PARTITION)}"), (KAFKA_OFFSET, f"s.{q(OFFSET)}"),
+        (DELETED_AT, "current_timestamp()")]
     all_pairs = [(k, f"s.{q(k)}") for k in spec.key] + pairs
     src = f"(SELECT * FROM {classified} WHERE `__action` IN ('delete', 'tombstone'))"
     return (
-        f"MERGE INTO {spec.tombstones} t USING {src} s ON {_key_join('t', 's', spec.key)} "
-        f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{q(c)} = {v}' for c, v in pairs)} "
+        f"MERGE INTO {spec.tombstones} t USING {src} s ON {key_join('t', 's', spec.key)} "
+        f"WHEN MATCHED AND {newer_sql(spec, 's', 't')} THEN UPDATE SET "
+        f"{', '.join(f't.{q(c)} = {v}' for c, v in pairs)} "
         f"WHEN NOT MATCHED THEN INSERT ({', '.join(q(c) for c, _ in all_pairs)}) "
         f"VALUES ({', '.join(v for _, v in all_pairs)})"
     )

@@ -29,10 +29,10 @@ from cdc.ledger import Ledger, LedgerRange, PendingBatch, is_commit_conflict, ow
 from cdc.ordering import Ordering, from_columns, resolve
 from cdc.stage import (BatchStats, PartitionCounts, batch_stats, check_dead_letter_ratio, record_dead_letters,
                        stage, staged_key_and_ordering)
-from cdc.tables import TableNames, ensure_meta_tables, existing_columns, names, staging_columns, target_meta
+from cdc.layout import row_columns, staged_row_columns, staging_columns
+from cdc.tables import TableNames, ensure_meta_tables, existing_columns, names
 
 _TASK_ERROR = re.compile(r"\[cdc:(\w+)\] (.+)")
-META_NAMES = {c.name for c in target_meta(("__lsn", "__binlog_file_seq", "__binlog_pos", "__binlog_row"), True)}
 
 
 @dataclass
@@ -136,6 +136,11 @@ def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: 
     out = []
     for t in tables:
         runner = TableRun(spark, cfg, t, ledger)
+        if mode == "reset":
+            from cdc.reset import reset_cursor
+
+            out.append(reset_cursor(runner, (bounds.for_topic(t.topic) if bounds else Bounds()).start_offsets))
+            continue
         if mode == "backfill":
             result = runner.backfill(bounds.for_topic(t.topic) if bounds is not None else Bounds(), dry_run)
         else:
@@ -191,7 +196,7 @@ class TableRun:
         if pending is None:
             return
         lease = self.cfg.batch.claim_timeout_minutes * 60
-        if pending.owner != process_owner() and owner_alive(pending.owner, pending.claimed_at, lease):
+        if pending.owner != process_owner() and owner_alive(pending.owner, pending.claimed_at_us, lease):
             raise ConcurrentRunError(
                 f"table {self.t.target}: batch {pending.batch_id} is being processed by another run (owner "
                 f"{pending.owner}, claimed at {pending.claimed_at}); retry later. If that run is dead, the batch is "
@@ -218,8 +223,7 @@ class TableRun:
                            f"table {self.t.target} batch {batch_id}")
 
     def row_columns_of_staging(self, ordering: Ordering) -> list[Column]:
-        fixed = {c.name for c in staging_columns([], ordering.columns)}
-        return [c for c in existing_columns(self.spark, self.names.staging) if c.name not in fixed]
+        return staged_row_columns(existing_columns(self.spark, self.names.staging))
 
     def run_ranges(self, result: TableResult, ranges: list[PartitionRange], mode: str, dry_run: bool) -> None:
         result.ranges = [{"partition": r.partition, "start": r.start, "end": r.end} for r in ranges]
@@ -341,7 +345,7 @@ class TableRun:
         samples = read_samples(self.cfg.kafka, self.t.topic, ranges, timeout=self.cfg.batch.read_timeout_seconds,
                                usable=lambda k, v: k is not None and bool(decoder.record_columns(k, v)))
         target_cols = existing_columns(self.spark, self.names.target)
-        existing = [c for c in target_cols if c.name not in META_NAMES]
+        existing = row_columns(target_cols)
         from cdc import evolution
         from cdc.kafka.plan import find_first
 

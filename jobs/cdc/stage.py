@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from cdc.errors import DeadLetterRatioExceeded
 from cdc.kafka.read import Chunk, ReadSpec, map_chunks
-from cdc.merge import lit, q
+from cdc.sql import lit, q
 from cdc.tables import TableNames, ensure_staging, spark_schema
 
 SKIPPED = ("tombstone", "message", "tx")

@@ -15,7 +15,14 @@ import pyarrow as pa
 
 from cdc.config import PipelineConfig, TableConfig
 from cdc.decode.model import Column
-from cdc.merge import DELETED, q
+from cdc.layout import staging_columns, target_meta, tombstone_columns
+from cdc.ledger_model import (DEAD_LETTER_COLUMNS, LEDGER_COLUMNS, ddl_of, dead_letters_identifier, ledger_identifier,
+                              staging_identifier, tombstones_identifier)
+from cdc.sql import q
+
+__all__ = ["TableNames", "names", "staging_columns", "target_meta", "spark_type", "spark_schema", "arrow_schema",
+           "ensure_meta_tables", "ensure_staging", "ensure_target", "ensure_tombstones", "evolve", "existing_columns",
+           "gc_horizon"]
 
 TABLE_PROPS = {
     "format-version": "2",
@@ -24,37 +31,9 @@ TABLE_PROPS = {
     "write.merge.mode": "merge-on-read",
 }
 
-# Staging: everything read from Kafka for a batch, one row per record (skipped and bad records too, for audit).
-STAGING_META = [
-    Column("batch_id", pa.int64(), False),
-    Column("__topic", pa.string(), False),
-    Column("__partition", pa.int32(), False),
-    Column("__offset", pa.int64(), False),
-    Column("__kafka_ts_ms", pa.int64()),
-    Column("__kind", pa.string(), False),  # change | tombstone | message | tx | error
-    Column("__op", pa.string()),
-]
-STAGING_TAIL = [
-    Column("__source_ts_ms", pa.int64()),
-    Column("__ts_ms", pa.int64()),
-    Column("__unavailable", pa.list_(pa.string())),
-    Column("__error_class", pa.string()),
-    Column("__error", pa.string()),
-    Column("__raw_key", pa.binary()),
-    Column("__raw_value", pa.binary()),
-]
-
-LEDGER_DDL = """
-  pipeline string, table_name string, batch_id bigint, mode string, topic string, `partition` int,
-  start_offset bigint, end_offset bigint, status string, events_read bigint, events_skipped bigint,
-  dead_letters bigint, inserted bigint, updated bigint, deleted bigint, target_snapshot_id bigint,
-  truncate_barrier string, phase_seconds string, staged_at timestamp, committed_at timestamp, run_id string,
-  owner string, claimed_at timestamp
-"""
-DEAD_LETTERS_DDL = """
-  pipeline string, table_name string, batch_id bigint, topic string, `partition` int, `offset` bigint,
-  key binary, value binary, error_class string, error_message string, created_at timestamp
-"""
+LEDGER_DDL = ddl_of(LEDGER_COLUMNS)
+DEAD_LETTERS_DDL = ddl_of(DEAD_LETTER_COLUMNS)
+GC_HORIZON_PROPERTY = "cdc.gc-horizon"  # on a tombstones table: JSON position list, see cdc.merge (scenario: GC)
 
 
 @dataclass(frozen=True)
@@ -68,20 +47,13 @@ class TableNames:
 
 def names(cfg: PipelineConfig, table: TableConfig) -> TableNames:
     cat, meta = cfg.catalog.name, cfg.metadata_namespace
-    flat = table.target.replace(".", "__")
     return TableNames(
         target=f"{cat}.{table.target}",
-        staging=f"{cat}.{meta}.staging__{flat}",
-        tombstones=f"{cat}.{meta}.tombstones__{flat}",
-        ledger=f"{cat}.{meta}.ledger",
-        dead_letters=f"{cat}.{meta}.dead_letters",
+        staging=f"{cat}.{staging_identifier(meta, table.target)}",
+        tombstones=f"{cat}.{tombstones_identifier(meta, table.target)}",
+        ledger=f"{cat}.{ledger_identifier(meta)}",
+        dead_letters=f"{cat}.{dead_letters_identifier(meta)}",
     )
-
-
-def staging_columns(row: Sequence[Column], ordering: Sequence[str]) -> list[Column]:
-    """Staging schema: metadata, ordering, then the row image (all nullable: skipped and bad records have none)."""
-    nullable_row = [Column(c.name, c.arrow_type, True, c.logical) for c in row]
-    return [*STAGING_META, *(Column(c, pa.int64()) for c in ordering), *STAGING_TAIL, *nullable_row]
 
 
 def spark_type(t: pa.DataType) -> Any:
@@ -125,14 +97,6 @@ def ddl(columns: Sequence[Column], not_null: Sequence[str] = ()) -> str:
 def props_sql(extra: dict[str, str] | None = None) -> str:
     props = {**TABLE_PROPS, **(extra or {})}
     return ", ".join(f"'{k}'='{v}'" for k, v in props.items())
-
-
-def target_meta(ordering: Sequence[str], soft: bool) -> list[Column]:
-    cols = [Column(c, pa.int64()) for c in ordering] + [
-        Column("__op", pa.string()), Column("__source_ts_ms", pa.int64()), Column("__kafka_partition", pa.int32()),
-        Column("__kafka_offset", pa.int64()), Column("__batch_id", pa.int64()),
-        Column("__ingested_at", pa.timestamp("us", tz="UTC"))]
-    return cols + ([Column(DELETED, pa.bool_())] if soft else [])
 
 
 def exists(spark: Any, name: str) -> bool:
@@ -182,8 +146,7 @@ def ensure_target(spark: Any, name: str, row: Sequence[Column], key: Sequence[st
 
 
 def ensure_tombstones(spark: Any, name: str, key_cols: Sequence[Column], ordering: Sequence[str]) -> None:
-    cols = [*key_cols, *(Column(c, pa.int64()) for c in ordering), Column("__kafka_partition", pa.int32()),
-            Column("__kafka_offset", pa.int64()), Column("__deleted_at", pa.timestamp("us", tz="UTC"))]
+    cols = tombstone_columns(key_cols, ordering)
     if not exists(spark, name):
         spark.sql(f"CREATE TABLE {name} ({ddl(cols)}) USING iceberg TBLPROPERTIES ({props_sql()})")
     else:
@@ -212,3 +175,14 @@ def evolve(spark: Any, name: str, wanted: Sequence[Column]) -> None:
             spark.sql(f"ALTER TABLE {name} ADD COLUMN {path} {new_type}")
         else:
             spark.sql(f"ALTER TABLE {name} ALTER COLUMN {path} TYPE {new_type}")
+
+
+def gc_horizon(spark: Any, tombstones: str) -> tuple[int, ...] | None:
+    """The highest position whose tombstones maintenance has dropped (None: never garbage-collected)."""
+    import json
+
+    if not exists(spark, tombstones):
+        return None
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {tombstones}").collect()}
+    raw = props.get(GC_HORIZON_PROPERTY)
+    return tuple(int(v) for v in json.loads(raw)) if raw else None

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
     from cdc.config import CatalogConfig
 
+from cdc.ledger_model import dead_letters_identifier, ledger_identifier  # noqa: E402,F401  (one home)
+
 Row = dict[str, Any]
 _VERSION = re.compile(r"^v(\d+)\.metadata\.json$")
 _PYICEBERG_TYPES = {"rest": "rest", "nessie": "rest", "hive": "hive", "glue": "glue", "jdbc": "sql"}
@@ -96,13 +98,10 @@ def snapshot_id(catalog: "CatalogConfig", identifier: str) -> int | None:
 # ---- pure functions over ledger rows -------------------------------------------------------------------------------
 
 def committed_offsets(rows: Iterable[Row], table_name: str) -> dict[str, dict[int, int]]:
-    """topic → partition → committed offset of incremental runs (max end_offset of committed rows)."""
-    out: dict[str, dict[int, int]] = defaultdict(dict)
-    for r in rows:
-        if r["table_name"] == table_name and r["status"] == "committed" and r.get("mode", "incremental") == "incremental":
-            parts = out[r["topic"]]
-            parts[r["partition"]] = max(parts.get(r["partition"], 0), r["end_offset"])
-    return dict(out)
+    """topic → partition → committed cursor (the job's own rule: ``cdc.ledger_model``)."""
+    from cdc.ledger_model import committed_cursor
+
+    return committed_cursor(rows, table_name)
 
 
 def batches(rows: Iterable[Row], table_name: str, limit: int = 20) -> list[Row]:
@@ -146,9 +145,3 @@ def _ts(value: datetime | None) -> str | None:
     return value.isoformat(timespec="seconds") if value else None
 
 
-def ledger_identifier(metadata_namespace: str) -> str:
-    return f"{metadata_namespace}.ledger"
-
-
-def dead_letters_identifier(metadata_namespace: str) -> str:
-    return f"{metadata_namespace}.dead_letters"

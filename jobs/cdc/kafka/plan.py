@@ -63,15 +63,29 @@ def plan_incremental(kafka_conf: Mapping[str, Any], table: str, topic: str, comm
         wm = watermarks(consumer, topic, partitions(consumer, topic, timeout), timeout)
     finally:
         consumer.close()
+    gone = sorted(set(committed) - set(wm))
+    if gone:
+        raise TerminalError(
+            f"table {table}: topic {topic} has no partition(s) {gone} any more, but the ledger has a cursor for them "
+            "(topic re-created with fewer partitions?). Check the topic, then re-snapshot the source table, or move "
+            f"the cursor with `python jobs/ingest.py --config <pipeline.yaml> --table {table} --reset-cursor`")
     starts = {}
     for p, (low, high) in wm.items():
         start = committed.get(p, low)
+        if start > high:
+            raise TerminalError(
+                f"table {table}: topic {topic} partition {p}: the ledger's cursor {start} is beyond the partition's "
+                f"high watermark {high} (topic re-created, cluster moved, unclean leader election?); the offsets now "
+                f"on the topic are not the ones the cursor counted, and reading on could skip changes. Check the "
+                "topic, then either re-snapshot the source table, or move the cursor with "
+                f"`python jobs/ingest.py --config <pipeline.yaml> --table {table} --reset-cursor` (restarts the "
+                "table's incremental reads at the low watermark; replayed changes older than the table are ignored)")
         if start < low:
             raise TerminalError(
                 f"table {table}: topic {topic} partition {p}: offsets {start}..{low - 1} were deleted by retention "
                 "before they were ingested, so changes are missing. Re-snapshot the source table (Debezium "
                 "incremental snapshot) and run a backfill from the low watermark")
-        starts[p] = min(start, high)
+        starts[p] = start
     return cap_ranges(starts, {p: hi for p, (_, hi) in wm.items()}, max_records)
 
 

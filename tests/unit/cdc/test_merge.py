@@ -1,7 +1,8 @@
 """The MERGE contract as SQL text. Behaviour on real tables is covered in tests/integration/test_merge_rules.py."""
 
-from cdc.merge import (MergeSpec, classify_sql, merge_target_sql, merge_tombstones_sql, newer_sql, newest_sql, q,
-                       truncate_sql, tuple_cmp_literal, tuple_gt)
+from cdc.merge import (MergeSpec, classify_sql, merge_target_sql, merge_tombstones_sql, moved_toast_sql, newer_sql,
+                       newest_sql, truncate_sql)
+from cdc.sql import q, tuple_cmp_literal, tuple_gt
 
 SPEC = MergeSpec(target="lake.inv.customers", staging="lake.meta.staging__inv__customers",
                  tombstones="lake.meta.tombstones__inv__customers", batch_id=7, key=("id",),
@@ -13,7 +14,7 @@ def test_quote_escapes_backticks():
 
 
 def test_tuple_gt_is_lexicographic_with_null_as_minus_infinity():
-    sql = tuple_gt("s", "t", ["a", "b"])
+    sql = tuple_gt("s", ["a", "b"], "t", ["a", "b"])
     assert sql == ("((s.`a` > coalesce(t.`a`, -9223372036854775808)) OR "
                    "(s.`a` = coalesce(t.`a`, -9223372036854775808) AND s.`b` > coalesce(t.`b`, -9223372036854775808)))")
 
@@ -22,8 +23,13 @@ def test_tuple_cmp_literal():
     assert tuple_cmp_literal("t", ["f", "p"], [10, 4], "<") == "((t.`f` < 10) OR (t.`f` = 10 AND t.`p` < 4))"
 
 
-def test_newer_is_strictly_greater_position():
-    assert newer_sql("s", "t", ["__lsn"]) == "((s.`__lsn` > coalesce(t.`__lsn`, -9223372036854775808)))"
+def test_newer_is_strictly_greater_position_then_kafka_partition_and_offset():
+    m = "-9223372036854775808"
+    assert newer_sql(SPEC, "s", "t") == (
+        f"((s.`__lsn` > coalesce(t.`__lsn`, {m})) OR "
+        f"(s.`__lsn` = coalesce(t.`__lsn`, {m}) AND s.`__partition` > coalesce(t.`__kafka_partition`, {m})) OR "
+        f"(s.`__lsn` = coalesce(t.`__lsn`, {m}) AND s.`__partition` = coalesce(t.`__kafka_partition`, {m}) AND "
+        f"s.`__offset` > coalesce(t.`__kafka_offset`, {m})))")
 
 
 def test_newest_keeps_one_row_per_key_newest_first():
@@ -36,10 +42,27 @@ def test_newest_keeps_one_row_per_key_newest_first():
 def test_toast_columns_carry_the_latest_available_value():
     spec = MergeSpec(**{**SPEC.__dict__, "toast_columns": ("bio",)})
     newest = newest_sql(spec, "SELECT 1")
-    assert ("last(IF(array_contains(`__unavailable`, 'bio'), NULL, named_struct('v', `bio`)), true) OVER w_carry "
-            "AS `bio__carry`") in newest
+    assert ("last(IF(`__op` = 'd' OR array_contains(coalesce(`__unavailable`, array()), 'bio'), NULL, "
+            "named_struct('v', `bio`, '__lsn', `__lsn`, '__partition', `__partition`, '__offset', `__offset`)), true) "
+            "OVER w_carry AS `bio__carry`") in newest
     classify = classify_sql(spec, "X")
-    assert "CASE WHEN s.`bio__carry` IS NULL THEN t.`bio` ELSE s.`bio__carry`.v END AS `bio`" in classify
+    # the carried value only when its change is newer than the table row; else the (live) row's value
+    assert "CASE WHEN s.`bio__carry` IS NOT NULL AND ((s.`bio__carry`.`__lsn` > coalesce(t.`__lsn`" in classify
+    assert "THEN s.`bio__carry`.v WHEN t.`id` IS NOT NULL THEN t.`bio` END AS `bio`" in classify
+
+
+def test_pk_changes_move_toast_values_only_in_toast_batches():
+    assert moved_toast_sql(SPEC, "SELECT 1") == "SELECT 1"
+    spec = MergeSpec(**{**SPEC.__dict__, "toast_columns": ("bio",)})
+    sql = moved_toast_sql(spec, "CH")
+    assert "WHERE p.`__op` = 'd' GROUP BY p.`__lsn`" in sql
+    assert "ON c.`__op` = 'c' AND (c.`__lsn` = m.`__lsn`) AND (c.`id` <> m.`__old_key`.`id`)" in sql
+
+
+def test_gc_horizon_skips_forgotten_keys_at_or_below_it():
+    spec = MergeSpec(**{**SPEC.__dict__, "gc_horizon": (500,)})
+    assert "WHEN t.`id` IS NULL AND d.`id` IS NULL AND NOT ((s.`__lsn` > 500)) THEN 'skip'" in classify_sql(spec, "X")
+    assert "500" not in classify_sql(SPEC, "X")
 
 
 def test_classify_hard_mode_checks_row_and_tombstone():
@@ -58,9 +81,12 @@ def test_classify_soft_mode_treats_deleted_rows_as_tombstones():
 
 def test_merge_hard_deletes_and_updates_only_newer_actions():
     sql = merge_target_sql(SPEC, "v")
-    assert sql.startswith("MERGE INTO lake.inv.customers t USING (SELECT * FROM v WHERE `__action` <> 'skip') s "
-                          "ON t.`id` = s.`id` ")
-    assert "WHEN MATCHED AND s.`__action` = 'delete' THEN DELETE" in sql
+    assert sql.startswith("MERGE INTO lake.inv.customers t USING (SELECT c.* FROM v c LEFT JOIN "
+                          "lake.meta.tombstones__inv__customers d ON c.`id` = d.`id` WHERE c.`__action` <> 'skip' AND "
+                          "(d.`id` IS NULL OR ((c.`__lsn` > coalesce(d.`__lsn`")
+    newer = newer_sql(SPEC, "s", "t")
+    assert f"WHEN MATCHED AND s.`__action` IN ('delete', 'tombstone') AND {newer} THEN DELETE" in sql  # fenced
+    assert f"WHEN MATCHED AND s.`__action` IN ('update', 'insert') AND {newer} THEN UPDATE SET" in sql
     assert "t.`name` = s.`name`" in sql and "t.`__batch_id` = 7" in sql
     assert "t.`id` = s.`id`," not in sql  # the key is never updated
 
@@ -76,6 +102,7 @@ def test_tombstones_remember_delete_positions():
     sql = merge_tombstones_sql(SPEC, "v")
     assert "WHERE `__action` IN ('delete', 'tombstone')" in sql
     assert "t.`__lsn` = s.`__lsn`" in sql
+    assert f"WHEN MATCHED AND {newer_sql(SPEC, 's', 't')} THEN UPDATE" in sql  # only ever forward
 
 
 def test_truncate_hard_deletes_rows_and_tombstones_before_the_position():

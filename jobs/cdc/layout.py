@@ -1,0 +1,112 @@
+"""The one definition of the columns the job adds to tables: target, staging, tombstones, ledger, dead letters.
+
+Everything that names a metadata column imports it from here (merge SQL, table creation, the readers, the
+vectorised Avro path, the Airflow side), so a column is spelled once and ``is_meta`` recognises every one of them.
+
+Target table: the source row columns, then ``target_meta(ordering, soft)``:
+  ordering columns (``__lsn`` | ``__binlog_file_seq``, ``__binlog_pos``, ``__binlog_row`` | ``__ord_<path>``...),
+  ``__op``, ``__source_ts_ms``, ``__kafka_partition``, ``__kafka_offset``, ``__batch_id``, ``__ingested_at``
+  and ``__deleted`` in soft-delete mode.
+
+The *position* of a change is its ordering tuple followed by its Kafka partition and offset (``position_columns``):
+a total order used everywhere (within a batch, against the table and against tombstones), so equal source positions
+are broken by the Kafka offset in every case.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+import pyarrow as pa
+
+from cdc.decode.model import Column
+
+# ---- ordering columns ------------------------------------------------------------------------------------------------
+POSTGRES_ORDERING = ("__lsn",)
+MYSQL_ORDERING = ("__binlog_file_seq", "__binlog_pos", "__binlog_row")
+EXPLICIT_PREFIX = "__ord_"
+
+
+def explicit_ordering_column(path: str) -> str:
+    """``source.change_lsn`` → ``__ord_source_change_lsn``."""
+    return EXPLICIT_PREFIX + re.sub(r"[^A-Za-z0-9_]", "_", path)
+
+
+# ---- target ----------------------------------------------------------------------------------------------------------
+OP = "__op"
+SOURCE_TS_MS = "__source_ts_ms"
+KAFKA_PARTITION = "__kafka_partition"
+KAFKA_OFFSET = "__kafka_offset"
+BATCH_ID = "__batch_id"
+INGESTED_AT = "__ingested_at"
+DELETED = "__deleted"  # soft-delete mode only (Iceberg reserves ``_deleted``)
+TARGET_FIXED = (OP, SOURCE_TS_MS, KAFKA_PARTITION, KAFKA_OFFSET, BATCH_ID, INGESTED_AT)
+
+# ---- staging (one row per Kafka record) ------------------------------------------------------------------------------
+TOPIC, PARTITION, OFFSET, KIND = "__topic", "__partition", "__offset", "__kind"
+UNAVAILABLE = "__unavailable"
+STAGING_HEAD = (
+    Column("batch_id", pa.int64(), False),
+    Column(TOPIC, pa.string(), False),
+    Column(PARTITION, pa.int32(), False),
+    Column(OFFSET, pa.int64(), False),
+    Column("__kafka_ts_ms", pa.int64()),
+    Column(KIND, pa.string(), False),  # change | tombstone | message | tx | error
+    Column(OP, pa.string()),
+)
+STAGING_TAIL = (
+    Column(SOURCE_TS_MS, pa.int64()),
+    Column("__ts_ms", pa.int64()),
+    Column(UNAVAILABLE, pa.list_(pa.string())),
+    Column("__error_class", pa.string()),
+    Column("__error", pa.string()),
+    Column("__raw_key", pa.binary()),
+    Column("__raw_value", pa.binary()),
+)
+STAGING_FIXED = tuple(c.name for c in (*STAGING_HEAD, *STAGING_TAIL))
+
+# ---- tombstones (hard deletes: key + position of the delete) ---------------------------------------------------------
+DELETED_AT = "__deleted_at"
+
+
+def target_meta(ordering: Sequence[str], soft: bool) -> list[Column]:
+    """Metadata columns of a target table, after the row columns."""
+    cols = [Column(c, pa.int64()) for c in ordering] + [
+        Column(OP, pa.string()), Column(SOURCE_TS_MS, pa.int64()), Column(KAFKA_PARTITION, pa.int32()),
+        Column(KAFKA_OFFSET, pa.int64()), Column(BATCH_ID, pa.int64()),
+        Column(INGESTED_AT, pa.timestamp("us", tz="UTC"))]
+    return cols + ([Column(DELETED, pa.bool_())] if soft else [])
+
+
+def staging_columns(row: Sequence[Column], ordering: Sequence[str]) -> list[Column]:
+    """Staging schema: metadata, ordering, then the row image (all nullable: skipped and bad records have none)."""
+    nullable_row = [Column(c.name, c.arrow_type, True, c.logical) for c in row]
+    return [*STAGING_HEAD, *(Column(c, pa.int64()) for c in ordering), *STAGING_TAIL, *nullable_row]
+
+
+def tombstone_columns(key: Sequence[Column], ordering: Sequence[str]) -> list[Column]:
+    return [*key, *(Column(c, pa.int64()) for c in ordering), Column(KAFKA_PARTITION, pa.int32()),
+            Column(KAFKA_OFFSET, pa.int64()), Column(DELETED_AT, pa.timestamp("us", tz="UTC"))]
+
+
+def position_columns(ordering: Sequence[str], staged: bool) -> tuple[str, ...]:
+    """The total order of changes: ordering columns, then Kafka partition and offset (staging names them
+    ``__partition``/``__offset``; target and tombstones ``__kafka_partition``/``__kafka_offset``)."""
+    return (*ordering, *((PARTITION, OFFSET) if staged else (KAFKA_PARTITION, KAFKA_OFFSET)))
+
+
+def is_meta(name: str) -> bool:
+    """Is ``name`` a column the job adds to a target table (never a source column)?"""
+    return (name in TARGET_FIXED or name == DELETED or name in POSTGRES_ORDERING or name in MYSQL_ORDERING
+            or name.startswith(EXPLICIT_PREFIX))
+
+
+def row_columns(columns: Sequence[Column]) -> list[Column]:
+    """The source row columns of a target table's columns."""
+    return [c for c in columns if not is_meta(c.name)]
+
+
+def staged_row_columns(columns: Sequence[Column]) -> list[Column]:
+    """The row-image columns of a staging table's columns."""
+    return [c for c in columns if c.name not in STAGING_FIXED and not is_meta(c.name)]

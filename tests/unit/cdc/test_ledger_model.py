@@ -1,0 +1,28 @@
+"""The committed-cursor rule (pure) and the cursor reset's plan."""
+
+from cdc.ledger_model import FORGOTTEN, committed_cursor, cursor_sql
+from cdc.reset import cursor_moves
+
+
+def row(batch, part, end, mode="incremental", status="committed", topic="t", table="a.b"):
+    return {"table_name": table, "batch_id": batch, "topic": topic, "partition": part, "end_offset": end,
+            "mode": mode, "status": status}
+
+
+def test_cursor_is_the_newest_committed_incremental_or_reset_row():
+    rows = [row(1, 0, 10), row(2, 0, 20), row(3, 0, 99, mode="backfill"), row(4, 0, 30, status="staged"),
+            row(2, 1, 7), row(5, 1, 0, mode="reset"), row(1, 0, 5, table="other")]
+    assert committed_cursor(rows, "a.b") == {"t": {0: 20, 1: 0}}  # a reset may move it backwards
+
+
+def test_a_forgotten_partition_has_no_cursor():
+    assert committed_cursor([row(1, 0, 10), row(1, 3, 4), row(2, 3, FORGOTTEN, mode="reset")], "a.b") == {"t": {0: 10}}
+    assert f"HAVING e > {FORGOTTEN}" in cursor_sql("l", "p", "a.b", "t")
+    assert "max_by(end_offset, batch_id)" in cursor_sql("l", "p", "a.b", "t")
+
+
+def test_reset_moves_only_partitions_beyond_their_end_or_gone_or_explicit():
+    wm = {0: (0, 5), 1: (3, 40)}
+    assert cursor_moves({0: 50, 1: 20, 2: 9}, wm, {}) == {0: (50, 0), 2: (9, FORGOTTEN)}
+    assert cursor_moves({0: 5, 1: 20}, wm, {1: 10}) == {1: (20, 10)}
+    assert cursor_moves({0: 5, 1: 20}, wm, {}) == {}
