@@ -341,3 +341,21 @@ def test_scenario12_schemaless_all_null_column_gets_no_type_until_a_value_is_see
 
     with pytest.raises(UnboundColumns, match="'bio'"):
         d.bind(cols).decode(None, later)
+
+
+def test_scenario8_unbound_record_is_staged_as_an_error_row_even_with_on_bad_record_fail() -> None:
+    """The reader never fails a task for UnboundColumns (cdc.run widens the batch schema and stages again)."""
+    from cdc.kafka.read import ReadSpec, stage_record
+    from cdc.ordering import resolve
+    from cdc.tables import staging_columns
+
+    old = _s8_event(_S8_V1, {"id": 1, "name": "a", "legacy": "z"}, 10)
+    d = decoder()
+    cols = d.resolve_columns([(None, _s8_event(_S8_V2, {"id": 2, "name": "b"}, 11))])
+    ordering = resolve("auto", "postgresql", "ns.t")
+    spec = ReadSpec(table="ns.t", kafka_conf={}, decoder=d.bind(cols), ordering=ordering, key=("id",),
+                    row_columns=tuple(cols), staging_columns=tuple(staging_columns(cols, ordering.columns)),
+                    batch_id=1, on_bad_record="fail")
+    row = stage_record(spec, "topic", 0, 7, None, None, old)
+    assert (row["__kind"], row["__error_class"], row["__raw_value"]) == ("error", "UnboundColumns", old)
+    assert "field 'legacy' is not a column of this batch" in row["__error"]
