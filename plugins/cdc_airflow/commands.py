@@ -1,37 +1,36 @@
-"""Pure functions: run parameters → job arguments, Spark settings, planning and summary parsing.
+"""Pure functions: run parameters → job arguments, Spark settings, planning and summary folding.
 
-No Airflow, Spark or Kafka imports: everything here is unit-tested with plain values.
+No Airflow, Spark or Kafka imports: everything here is unit-tested with plain values. The job's flags, value formats
+and exit codes come from the one contract module (``cdc.cli_contract``, via ``cdc_airflow.contract``).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-MODES = ("incremental", "backfill", "dry_run")
-EXIT_OK, EXIT_TERMINAL, EXIT_RETRYABLE = 0, 2, 75
+from cdc_airflow.contract import cli
 
-Offsets = dict[str, dict[str, int]]  # {"topic": {"partition": offset}}
+MODES = ("incremental", "backfill", "dry_run")  # DAG param ``mode``; dry_run = the job's incremental + --dry-run
 
 
 @dataclass(frozen=True)
 class RunRequest:
-    """The validated run parameters (DAG params), independent of Airflow."""
+    """The validated run parameters (DAG params), independent of Airflow. Timestamps are epoch milliseconds."""
 
     mode: str = "incremental"
     tables: tuple[str, ...] = ()
     max_records_per_partition: int | None = None
-    start_offsets: Offsets = field(default_factory=dict)
-    end_offsets: Offsets = field(default_factory=dict)
-    start_timestamp: str | None = None
-    end_timestamp: str | None = None
+    start_offsets: cli.Offsets = field(default_factory=dict)
+    end_offsets: cli.Offsets = field(default_factory=dict)
+    start_ts_ms: int | None = None
+    end_ts_ms: int | None = None
 
     @property
     def explicit_range(self) -> bool:
-        return bool(self.start_offsets or self.end_offsets or self.start_timestamp or self.end_timestamp)
+        return bool(self.start_offsets or self.end_offsets or self.start_ts_ms is not None
+                    or self.end_ts_ms is not None)
 
 
 @dataclass(frozen=True)
@@ -48,21 +47,21 @@ class TablePlan:
 
 
 def ingest_args(config_path: str, table: str, topic: str, req: RunRequest) -> list[str]:
-    """Arguments after ``jobs/ingest.py`` for one table (the job contract's CLI)."""
+    """Arguments after ``jobs/ingest.py`` for one table, in the contract's canonical forms."""
     mode = "incremental" if req.mode == "dry_run" else req.mode
-    args = ["--config", config_path, "--table", table, "--mode", mode]
+    args = [cli.CONFIG, config_path, cli.TABLE, table, cli.MODE, mode]
     if req.mode == "dry_run":
-        args.append("--dry-run")
+        args.append(cli.DRY_RUN)
     if req.max_records_per_partition:
-        args += ["--max-records", str(req.max_records_per_partition)]
+        args += [cli.MAX_RECORDS, str(req.max_records_per_partition)]
     if topic in req.start_offsets:
-        args += ["--start-offsets", json.dumps({topic: req.start_offsets[topic]}, sort_keys=True)]
+        args += [cli.START_OFFSETS, cli.offsets_arg({topic: req.start_offsets[topic]})]
     if topic in req.end_offsets:
-        args += ["--end-offsets", json.dumps({topic: req.end_offsets[topic]}, sort_keys=True)]
-    if req.start_timestamp:
-        args += ["--start-timestamp", req.start_timestamp]
-    if req.end_timestamp:
-        args += ["--end-timestamp", req.end_timestamp]
+        args += [cli.END_OFFSETS, cli.offsets_arg({topic: req.end_offsets[topic]})]
+    if req.start_ts_ms is not None:
+        args += [cli.START_TIMESTAMP, cli.timestamp_arg(req.start_ts_ms)]
+    if req.end_ts_ms is not None:
+        args += [cli.END_TIMESTAMP, cli.timestamp_arg(req.end_ts_ms)]
     return args
 
 
@@ -130,46 +129,6 @@ def plan_tables(tables: Iterable[tuple[str, str]], req: RunRequest, config_path:
             reason = f"lag={total}"
         plans.append(TablePlan(name, topic, reason, tuple(ingest_args(config_path, name, topic, req))))
     return plans
-
-
-def parse_summary(lines: Iterable[str]) -> dict[str, Any] | None:
-    """The job's JSON summary: the last output line that is a JSON object with ``pipeline`` (stderr may follow)."""
-    found: dict[str, Any] | None = None
-    for line in lines:
-        s = line.strip()
-        if not (s.startswith("{") and s.endswith("}")):
-            continue
-        try:
-            obj = json.loads(s)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and "pipeline" in obj:
-            found = obj
-    return found
-
-
-_SPARK_LOG = re.compile(r"^(\d{2}/\d{2}/\d{2} |\d{4}-\d{2}-\d{2}[ T])\d{2}:\d{2}:\d{2}[.,\d]* ?(INFO|WARN|DEBUG|TRACE)\b")
-_NOISE = re.compile(r"^(Setting default log level|To adjust logging level|Using Spark's default log4j)")
-
-
-def error_line(lines: Sequence[str]) -> str | None:
-    """The job's one-line error: the last line that is not Spark/JVM chatter (stdout and stderr are merged)."""
-    for line in reversed(lines):
-        s = line.strip()
-        if s and not _SPARK_LOG.match(s) and not _NOISE.match(s):
-            return s
-    return None
-
-
-def outcome(returncode: int) -> str:
-    """How Airflow treats an exit code: ok | terminal (fail, no retry) | retryable | failed (fail, retry)."""
-    if returncode == EXIT_OK:
-        return "ok"
-    if returncode == EXIT_TERMINAL:
-        return "terminal"
-    if returncode == EXIT_RETRYABLE:
-        return "retryable"
-    return "failed"
 
 
 def summarize(summaries: Sequence[Mapping[str, Any] | None], planned: Sequence[str]) -> dict[str, Any]:

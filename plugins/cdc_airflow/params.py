@@ -3,13 +3,13 @@ cross-field checks JSON schema cannot express (``to_request``)."""
 
 from __future__ import annotations
 
-import re
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Mapping, Sequence
 
-from cdc_airflow.commands import MODES, Offsets, RunRequest
+from cdc_airflow.commands import MODES, RunRequest
+from cdc_airflow.contract import cli
 
-TIMESTAMP_PATTERN = (r"^$|^\d{10,13}$|^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?$")
+TIMESTAMP_HELP = "ISO-8601 (no zone: UTC) or epoch milliseconds, e.g. 2024-05-01T08:00:00Z or 1714550400000"
 
 
 def offsets_schema(topics: Sequence[str]) -> dict[str, Any]:
@@ -52,27 +52,15 @@ def param_specs(tables: Sequence[str], topics: Sequence[str]) -> dict[str, dict[
             "description": 'Exclusive end offset per topic and partition, e.g. {"dbserver1.public.orders": {"0": 200}}.',
         },
         "start_timestamp": {
-            "default": None, "type": ["string", "null"], "pattern": TIMESTAMP_PATTERN, "title": "Start timestamp",
-            "description": "Start at the first record at or after this time (ISO-8601 or epoch ms). "
+            "default": None, "type": ["string", "null"], "pattern": cli.TIMESTAMP_PATTERN, "title": "Start timestamp",
+            "description": f"Start at the first record at or after this time: {TIMESTAMP_HELP}. "
                            "Not together with start offsets.",
         },
         "end_timestamp": {
-            "default": None, "type": ["string", "null"], "pattern": TIMESTAMP_PATTERN, "title": "End timestamp",
-            "description": "Stop before the first record at or after this time (ISO-8601 or epoch ms).",
+            "default": None, "type": ["string", "null"], "pattern": cli.TIMESTAMP_PATTERN, "title": "End timestamp",
+            "description": f"Stop before the first record at or after this time: {TIMESTAMP_HELP}.",
         },
     }
-
-
-def parse_timestamp(value: str) -> datetime:
-    if re.fullmatch(r"\d{10,13}", value):
-        n = int(value)
-        return datetime.fromtimestamp(n / 1000 if len(value) > 10 else n, tz=timezone.utc)
-    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
-
-
-def _offsets(value: Any) -> Offsets:
-    return {str(t): {str(p): int(o) for p, o in parts.items()} for t, parts in (value or {}).items()}
 
 
 def to_request(params: Mapping[str, Any], table_topics: Mapping[str, str]) -> RunRequest:
@@ -85,7 +73,13 @@ def to_request(params: Mapping[str, Any], table_topics: Mapping[str, str]) -> Ru
     if unknown:
         raise ValueError(f"param tables: unknown table(s) {', '.join(unknown)} (known: {', '.join(table_topics)})")
     selected_topics = {table_topics[t] for t in (tables or table_topics)}
-    start, end = _offsets(params.get("start_offsets")), _offsets(params.get("end_offsets"))
+    try:
+        start = cli.parse_offsets(params.get("start_offsets"), "param start_offsets")
+        end = cli.parse_offsets(params.get("end_offsets"), "param end_offsets")
+        ts = {k: cli.parse_timestamp(str(params[k]), f"param {k}") if params.get(k) else None
+              for k in ("start_timestamp", "end_timestamp")}
+    except cli.ArgumentError as exc:
+        raise ValueError(str(exc)) from None
     for name, offs in (("start_offsets", start), ("end_offsets", end)):
         extra = sorted(set(offs) - selected_topics)
         if extra:
@@ -95,24 +89,16 @@ def to_request(params: Mapping[str, Any], table_topics: Mapping[str, str]) -> Ru
             s = start.get(topic, {}).get(p)
             if s is not None and e < s:
                 raise ValueError(f"param end_offsets: {topic} partition {p}: end {e} is before start {s}")
-    ts = {k: (params.get(k) or None) for k in ("start_timestamp", "end_timestamp")}
-    parsed = {}
-    for k, v in ts.items():
-        if v is not None:
-            try:
-                parsed[k] = parse_timestamp(str(v))
-            except ValueError:
-                raise ValueError(f"param {k}: not an ISO-8601 time or epoch milliseconds: {v!r}") from None
-    if len(parsed) == 2 and parsed["end_timestamp"] <= parsed["start_timestamp"]:
-        raise ValueError("param end_timestamp: must be after start_timestamp")
-    if start and ts["start_timestamp"]:
+    s_ts, e_ts = ts["start_timestamp"], ts["end_timestamp"]
+    if s_ts is not None and e_ts is not None and e_ts <= s_ts:
+        raise ValueError(f"param end_timestamp: must be after start_timestamp ({cli.iso(e_ts)} <= {cli.iso(s_ts)})")
+    if start and s_ts is not None:
         raise ValueError("params start_offsets and start_timestamp: give one of them, not both")
-    if end and ts["end_timestamp"]:
+    if end and e_ts is not None:
         raise ValueError("params end_offsets and end_timestamp: give one of them, not both")
     mrp = params.get("max_records_per_partition")
     return RunRequest(mode=mode, tables=tables, max_records_per_partition=int(mrp) if mrp else None,
-                      start_offsets=start, end_offsets=end, start_timestamp=ts["start_timestamp"],
-                      end_timestamp=ts["end_timestamp"])
+                      start_offsets=start, end_offsets=end, start_ts_ms=s_ts, end_ts_ms=e_ts)
 
 
 def backfill_interval_params(params: Mapping[str, Any], run_type: Any, start: datetime | None,

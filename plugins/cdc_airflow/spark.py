@@ -1,72 +1,43 @@
-"""spark-submit for CDC jobs: a thin operator over ``SparkSubmitHook`` that maps the job's exit codes
-(2 → AirflowFailException, no retry; 75 and others → retryable failure), captures the JSON summary line for XCom,
-builds the ``cdc`` zip for ``--py-files`` and finds the Iceberg runtime jar."""
+"""spark-submit for CDC jobs, on the public API of apache-airflow-providers-apache-spark only.
+
+``CdcSparkSubmitOperator`` is a ``SparkSubmitOperator`` that, before handing over to the provider's ``execute``:
+builds the ``cdc`` zip for ``--py-files``, finds the Iceberg jar, adds local-mode Spark settings and asks the job for
+its result (``$CDC_RESULT_FILE``, ``cdc.cli_contract``). Afterwards it maps the job's exit code: 2 → ``AirflowFailException``
+(no retry), 75 and others → ``CdcJobError`` (retried), and returns the job's JSON summary (XCom).
+
+The job reports through a file instead of through the provider's output handling or its subprocess, which are
+private. Without a result (spark-submit failed before the job ended, or cluster deploy mode: the driver and its
+file are elsewhere) a failure is retried. ``master`` (``CDC_SPARK_MASTER``) overrides the connection's master by
+handing the hook an environment connection (``AIRFLOW_CONN_<ID>``): the base connection with another host.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
+import json
 import os
+import re
 import sys
+import tempfile
 import zipfile
-from collections import deque
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 
-from cdc_airflow.commands import error_line, outcome, parse_summary, spark_conf, spark_env
+from cdc_airflow.commands import spark_conf, spark_env
+from cdc_airflow.contract import cli
 from cdc_airflow.settings import ICEBERG_JAR_NAME, load_settings
+
+DEFAULT_MASTER = "yarn"  # what SparkSubmitHook uses when the connection does not exist
 
 
 class CdcJobError(AirflowException):
     """The job failed with a retryable or unknown exit code (Airflow retries it)."""
-
-
-class CdcSparkSubmitHook(SparkSubmitHook):
-    """SparkSubmitHook that keeps the job's output tail and an optional master override."""
-
-    def __init__(self, *args: Any, master: str | None = None, **kwargs: Any) -> None:
-        self._master_override = master  # read by _resolve_connection, called from super().__init__
-        self.output: deque[str] = deque(maxlen=2000)
-        super().__init__(*args, **kwargs)
-
-    def _resolve_connection(self) -> dict[str, Any]:
-        conn = super()._resolve_connection()
-        if self._master_override:
-            conn["master"] = self._master_override
-        return conn
-
-    @property
-    def master(self) -> str:
-        return str(self._connection["master"])
-
-    def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
-        def tee() -> Iterator[Any]:
-            for line in itr:
-                self.output.append(str(line).rstrip("\n"))
-                yield line
-
-        super()._process_spark_submit_log(tee())
-
-    def run(self, application: str) -> dict[str, Any] | None:
-        """Submit and wait; returns the job's JSON summary. Raises per the job's exit-code contract."""
-        try:
-            self.submit(application)
-        except AirflowException:
-            rc = self._submit_sp.returncode if self._submit_sp is not None else None
-            if rc is None:
-                raise
-            lines = list(self.output)
-            msg = error_line(lines) or f"spark-submit exited with {rc}"
-            kind = outcome(rc)
-            if kind == "terminal":
-                raise AirflowFailException(f"terminal error (exit 2, not retried): {msg}") from None
-            label = "retryable error" if kind == "retryable" else "failure"
-            raise CdcJobError(f"{label} (exit {rc}): {msg}") from None
-        return parse_summary(self.output)
 
 
 class CdcSparkSubmitOperator(SparkSubmitOperator):
@@ -74,42 +45,104 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
 
     template_fields = (*SparkSubmitOperator.template_fields, "table")
 
-    def __init__(self, *, table: str | None = None, master: str | None = None,
+    def __init__(self, *, table: str | None = None, master: str | None = None, conn_id: str = "spark_default",
                  pipeline_spark_conf: dict[str, str] | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        self.spark_conn_id = conn_id  # the configured connection
+        self.hook_conn_id = override_conn_id(conn_id, master) if master else conn_id  # what the hook resolves
+        super().__init__(conn_id=self.hook_conn_id, **kwargs)
         self.table = table
         self.master = master
         self.pipeline_spark_conf = dict(pipeline_spark_conf or {})
-
-    def _get_hook(self) -> CdcSparkSubmitHook:
-        return CdcSparkSubmitHook(
-            master=self.master, conf=self.conf, conn_id=self._conn_id, files=self.files, py_files=self.py_files,
-            archives=self._archives, driver_class_path=self.driver_class_path, jars=self.jars,
-            java_class=self._java_class, packages=self.packages, exclude_packages=self.exclude_packages,
-            repositories=self._repositories, total_executor_cores=self._total_executor_cores,
-            executor_cores=self._executor_cores, executor_memory=self._executor_memory,
-            driver_memory=self._driver_memory, keytab=self.keytab, principal=self.principal,
-            proxy_user=self.proxy_user, name=self.name, num_executors=self._num_executors,
-            status_poll_interval=self._status_poll_interval, application_args=self.application_args,
-            env_vars=self.env_vars, verbose=self._verbose, spark_binary=self._spark_binary,
-            properties_file=self.properties_file, yarn_queue=self._yarn_queue, deploy_mode=self._deploy_mode,
-            use_krb5ccache=self._use_krb5ccache,
-        )
 
     def execute(self, context: Any) -> dict[str, Any] | None:  # type: ignore[override]
         settings = load_settings()
         self.py_files = self.py_files or str(build_cdc_zip(settings.jobs_dir / "cdc", settings.build_dir))
         self.jars = self.jars or find_iceberg_jar()
-        hook = self._hook = self._get_hook()
-        # The master is only known once the connection is resolved. Local mode: loopback driver, this interpreter
-        # for Python workers and the venv's spark-submit; a cluster brings its own Python (PYSPARK_PYTHON in image).
-        hook._conf = {**spark_conf(hook.master, self.pipeline_spark_conf, sys.executable), **(self.conf or {})}
-        if hook.master.startswith("local"):
-            hook._env_vars = {**spark_env(sys.executable, os.environ.get("PATH")), **(self.env_vars or {})}
-        summary = hook.run(self.application)
-        if summary is None:
-            self.log.warning("the job printed no JSON summary line")
-        return summary
+        base = base_connection(self.spark_conn_id)
+        master = self.master or (connection_master(**base) if base else DEFAULT_MASTER)
+        # Local mode: loopback driver, this interpreter for Python workers and the venv's spark-submit; a cluster
+        # brings its own Python (PYSPARK_PYTHON in its image).
+        self.conf = {**spark_conf(master, self.pipeline_spark_conf, sys.executable), **(self.conf or {})}
+        if master.startswith("local"):
+            self.env_vars = {**spark_env(sys.executable, os.environ.get("PATH")), **(self.env_vars or {})}
+        with tempfile.TemporaryDirectory(prefix="cdc-result-") as tmp:
+            result_file = str(Path(tmp) / "result.json")
+            env = {cli.RESULT_FILE_ENV: result_file}  # inherited by spark-submit, i.e. the driver in client mode
+            if self.master:
+                env[conn_env_var(self.hook_conn_id)] = json.dumps(override_connection(base, self.master))
+            failure = None
+            with scoped_environ(env):
+                try:
+                    super().execute(context)
+                except AirflowException as exc:  # the provider's "spark-submit failed": our result says why
+                    failure = exc
+            return job_outcome(cli.read_result(result_file), failure)
+
+
+def job_outcome(result: cli.JobResult | None, failure: AirflowException | None) -> dict[str, Any] | None:
+    """The task's result from the job's report and spark-submit's failure (None: exited 0). Raises per the
+    exit-code contract; returns the job's summary on success."""
+    if result is None:
+        if failure is not None:
+            raise CdcJobError(f"failure (the job reported no result; retried): {failure}") from None
+        return None
+    kind = cli.outcome(result.exit_code)
+    if kind == "ok" and failure is None:
+        return result.summary
+    msg = result.error or (str(failure) if failure else "no error message")
+    if kind == "terminal":
+        raise AirflowFailException(f"terminal error (exit {result.exit_code}, not retried): {msg}")
+    label = "retryable error" if kind == "retryable" else "failure"
+    raise CdcJobError(f"{label} (exit {result.exit_code}): {msg}")
+
+
+def base_connection(conn_id: str) -> dict[str, Any] | None:
+    """The configured Spark connection as plain fields, or None when it does not exist."""
+    try:
+        conn = BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return None
+    return {"conn_type": conn.conn_type, "host": conn.host, "port": conn.port, "extra": conn.extra_dejson}
+
+
+def connection_master(conn_type: str | None, host: str | None, port: int | None, **_: Any) -> str:
+    """The master URL of a Spark connection, as documented for the provider's ``spark`` connection type: the host
+    (``local[*]``, ``yarn``, ``spark://h:7077``, ``k8s://https://h``) or ``<conn_type>://<host>``, plus ``:port``."""
+    if conn_type == "spark" and host and ("://" in host or not port):
+        master = host
+    else:
+        master = f"{conn_type}://{host or ''}"
+    return f"{master}:{port}" if port else master
+
+
+def override_connection(base: Mapping[str, Any] | None, master: str) -> dict[str, Any]:
+    """The base connection (its extras: deploy mode, queue, binary, namespace, Kerberos) with ``master`` instead."""
+    return {"conn_type": "spark", "host": master, "extra": dict((base or {}).get("extra") or {})}
+
+
+def override_conn_id(conn_id: str, master: str) -> str:
+    """A connection id of its own per (connection, master), usable as an environment variable name."""
+    digest = hashlib.sha256(f"{conn_id}\0{master}".encode()).hexdigest()[:10]
+    return f"{re.sub(r'[^A-Za-z0-9_]', '_', conn_id)}_cdc_master_{digest}"
+
+
+def conn_env_var(conn_id: str) -> str:
+    return "AIRFLOW_CONN_" + conn_id.upper()
+
+
+@contextlib.contextmanager
+def scoped_environ(values: Mapping[str, str]) -> Iterator[None]:
+    """Set environment variables for the duration of the block (one task per process), then restore them."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def find_iceberg_jar() -> str:

@@ -198,6 +198,34 @@ def test_new_changes_run_only_the_lagging_table_as_a_second_batch(first_run: dic
         p: ("committed", previous[p], n) for p, n in src.produced["customers"].items()}
 
 
+def test_timestamp_backfill_rereads_only_records_from_its_start(first_run: dict[str, Any]) -> None:
+    """Regression: a backfill given only ``start_timestamp`` re-read every partition from offset 0 (the job dropped
+    timestamps that came without offsets). Params → spark-submit args (epoch ms) → the job's plan → the ledger."""
+    import time
+
+    from cdc_airflow.ledger import committed_offsets
+
+    dag, cfg, src = first_run["dag"], first_run["cfg"], first_run["src"]
+    assert first_run["dr"].state == "success"
+    before = dict(src.produced["orders"])
+    cursor = committed_offsets(ledger(cfg), "shop.orders")
+    time.sleep(1.2)
+    start = int(time.time() * 1000)  # after every record so far, before the next wave (broker write time)
+    time.sleep(1.2)
+    src.send("orders", src.gens["orders"].random_ops(30))
+    assert all(src.produced["orders"][p] > before[p] for p in before)  # the wave reaches every partition
+
+    dr, tis = run(dag, {"mode": "backfill", "tables": ["shop.orders"], "start_timestamp": str(start)})
+    assert dr.state == "success", {k: ti.state for k, ti in tis.items()}
+    rows = ledger(cfg)
+    batch_id = max(r["batch_id"] for r in rows if r["table_name"] == "shop.orders")
+    assert {p: (r["status"], r["mode"], r["start_offset"], r["end_offset"])
+            for p, r in batch_rows(rows, "shop.orders", batch_id).items()} == {
+        p: ("committed", "backfill", before[p], n) for p, n in src.produced["orders"].items()}
+    assert table_rows(cfg, "shop.orders", src.columns("orders")) == src.expected("orders")
+    assert committed_offsets(rows, "shop.orders") == cursor  # backfills never move the incremental cursor
+
+
 @pytest.mark.parametrize("conf", [{"mode": "turbo"}, {"tables": ["shop.nope"]},
                                   {"max_records_per_partition": 0}])
 def test_invalid_params_are_rejected_before_any_task_runs(pipeline: dict[str, Any], conf: dict[str, Any]) -> None:

@@ -101,3 +101,13 @@ def test_invalid_cross_field_params_fail_in_plan(env: dict[str, Any]) -> None:
     dr, tis = run({"start_timestamp": "2024-05-02", "end_timestamp": "2024-05-01"})
     assert dr.state == "failed" and tis[("plan", -1)].state == "failed" and calls(env["log"]) == []
     assert tis[("publish", -1)].state == "failed"
+
+
+def test_timestamp_params_reach_the_job_as_epoch_milliseconds(env: dict[str, Any]) -> None:
+    dr, tis = run({"mode": "backfill", "tables": ["inventory.orders"], "start_timestamp": "2024-05-01T12:00:00Z",
+                   "end_timestamp": "1714568400000"})
+    assert dr.state == "success"
+    [argv] = calls(env["log"])
+    assert argv[argv.index("--start-timestamp") + 1] == "1714564800000"
+    assert argv[argv.index("--end-timestamp") + 1] == "1714568400000"
+    assert "--start-offsets" not in argv and argv[argv.index("--mode") + 1] == "backfill"

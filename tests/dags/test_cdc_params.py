@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from cdc_airflow.params import param_specs, parse_timestamp, to_request
+from cdc_airflow.params import param_specs, to_request
 
 TABLES = {"inventory.customers": "dbserver1.public.customers", "inventory.orders": "dbserver1.public.orders"}
 
@@ -46,6 +46,7 @@ def test_good_conf_validates() -> None:
     {"end_offsets": {"dbserver1.public.orders": {}}},
     {"start_timestamp": "yesterday"},
     {"end_timestamp": "2024-13"},
+    {"start_timestamp": "1714557600"},  # epoch seconds: refused, epoch digits are milliseconds
 ])
 def test_bad_conf_rejected(conf: dict[str, Any]) -> None:
     from airflow.sdk.exceptions import ParamValidationError
@@ -71,14 +72,21 @@ def test_to_request() -> None:
     req = to_request({"mode": "dry_run", "tables": ["inventory.orders"], "max_records_per_partition": 7,
                       "end_offsets": {"dbserver1.public.orders": {"0": 9}}, "start_timestamp": ""}, TABLES)
     assert req.mode == "dry_run" and req.tables == ("inventory.orders",) and req.max_records_per_partition == 7
-    assert req.end_offsets == {"dbserver1.public.orders": {"0": 9}} and req.start_timestamp is None
+    assert req.end_offsets == {"dbserver1.public.orders": {0: 9}} and req.start_ts_ms is None
     assert req.explicit_range
 
 
-def test_parse_timestamp_forms() -> None:
-    a = parse_timestamp("2024-05-01T12:00:00Z")
-    assert parse_timestamp("1714564800000") == a == parse_timestamp("1714564800")
-    assert parse_timestamp("2024-05-01 14:00:00+02:00") == a
+@pytest.mark.parametrize("value", ["2024-05-01T12:00:00Z", "1714564800000", "2024-05-01 14:00:00+02:00",
+                                   "2024-05-01T12:00:00"])
+def test_timestamps_become_epoch_milliseconds(value: str) -> None:
+    req = to_request({"mode": "backfill", "start_timestamp": value}, TABLES)
+    assert req.start_ts_ms == 1714564800000
+
+
+def test_epoch_seconds_are_refused_naming_the_param() -> None:
+    """Regression: "1714564800" meant seconds in the DAG but milliseconds (January 1970) in the job."""
+    with pytest.raises(ValueError, match="param end_timestamp: '1714564800'.*epoch seconds"):
+        to_request({"mode": "backfill", "end_timestamp": "1714564800"}, TABLES)
 
 
 def test_airflow_backfill_runs_reread_their_data_interval() -> None:

@@ -1,7 +1,9 @@
 """A fake ``spark-submit`` for operator/DAG tests: records its argv, prints Spark-like chatter and a job summary.
 
 Behaviour per table (``--table``) from env FAKE_SPARK_EXITS='{"<table>": <exit code>}' (default 0); every call
-appends its argv and selected env as one JSON line to $FAKE_SPARK_LOG.
+appends its argv and selected env as one JSON line to $FAKE_SPARK_LOG. Like the real job it reports its exit code,
+summary or error line to $CDC_RESULT_FILE (``cdc.cli_contract``), unless FAKE_SPARK_NO_RESULT is set (spark-submit
+failing before the job ran).
 """
 
 from __future__ import annotations
@@ -17,18 +19,25 @@ argv = sys.argv[1:]
 log = os.environ.get("FAKE_SPARK_LOG")
 if log:
     with open(log, "a") as f:
-        f.write(json.dumps({{"argv": argv, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON")}}) + "\n")
+        f.write(json.dumps({{"argv": argv, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON"),
+                            "RESULT_FILE": os.environ.get("{result_env}")}}) + "\n")
 table = argv[argv.index("--table") + 1] if "--table" in argv else None
 code = json.loads(os.environ.get("FAKE_SPARK_EXITS") or "{{}}").get(table or "*", 0)
 print("24/01/01 10:00:00 INFO SparkContext: Running Spark version 3.5.8", flush=True)
+summary = error = None
 if code:
-    print(f"error: {{table}}: simulated failure with exit {{code}}", file=sys.stderr, flush=True)
+    error = f"error: {{table}}: simulated failure with exit {{code}}"
+    print(error, file=sys.stderr, flush=True)
 else:
-    print(json.dumps({{"pipeline": "fake", "mode": "incremental", "tables": [{{"table": table, "topic": "t",
+    summary = {{"pipeline": "fake", "mode": "incremental", "tables": [{{"table": table, "topic": "t",
         "status": "committed", "batch_id": 1, "ranges": [{{"partition": 0, "start": 0, "end": 5}}], "events_read": 5,
         "events_skipped": 0, "dead_letters": 0, "inserted": 3, "updated": 1, "deleted": 1, "snapshot_id": 42,
-        "seconds": {{"plan": 0.1, "merge": 0.2}}}}]}}), flush=True)
+        "seconds": {{"plan": 0.1, "merge": 0.2}}}}]}}
+    print(json.dumps(summary), flush=True)
 print("24/01/01 10:00:01 INFO ShutdownHookManager: Shutdown hook called", file=sys.stderr, flush=True)
+if os.environ.get("{result_env}") and not os.environ.get("FAKE_SPARK_NO_RESULT"):
+    with open(os.environ["{result_env}"], "w") as f:
+        json.dump({{"exit_code": code, "summary": summary, "error": error}}, f)
 sys.exit(code)
 '''
 
@@ -37,7 +46,9 @@ def install(directory: Path) -> Path:
     """Write ``spark-submit`` into ``directory`` (put it first on PATH)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "spark-submit"
-    path.write_text(SCRIPT.format(python=sys.executable))
+    from cdc.cli_contract import RESULT_FILE_ENV
+
+    path.write_text(SCRIPT.format(python=sys.executable, result_env=RESULT_FILE_ENV))
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
 

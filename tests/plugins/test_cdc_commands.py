@@ -1,4 +1,4 @@
-"""Pure command builders, planning and output parsing (no Airflow, Spark or Kafka)."""
+"""Pure command builders, planning and summary folding (no Airflow, Spark or Kafka)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cdc_airflow.commands import (RunRequest, error_line, ingest_args, lag, maintenance_args, outcome, parse_summary,
-                                  plan_tables, spark_conf, spark_env, summarize)
+from cdc_airflow.commands import (RunRequest, ingest_args, lag, maintenance_args, plan_tables, spark_conf, spark_env,
+                                  summarize)
 
 CFG = "/p/demo.yaml"
 T = "inventory.orders"
@@ -22,15 +22,29 @@ def test_ingest_args_incremental_minimal() -> None:
 
 def test_ingest_args_all_options_and_topic_subset() -> None:
     req = RunRequest(mode="backfill", max_records_per_partition=50,
-                     start_offsets={TOPIC: {"0": 10}, "other": {"0": 1}}, end_offsets={TOPIC: {"0": 20, "1": 5}},
-                     start_timestamp="2024-01-01T00:00:00Z", end_timestamp="1704070800000")
+                     start_offsets={TOPIC: {0: 10}, "other": {0: 1}}, end_offsets={TOPIC: {10: 1, 0: 20, 1: 5}},
+                     start_ts_ms=1704067200000, end_ts_ms=1704070800000)
     args = ingest_args(CFG, T, TOPIC, req)
     assert args[:6] == ["--config", CFG, "--table", T, "--mode", "backfill"]
     assert args[args.index("--max-records") + 1] == "50"
     assert json.loads(args[args.index("--start-offsets") + 1]) == {TOPIC: {"0": 10}}  # only this table's topic
-    assert json.loads(args[args.index("--end-offsets") + 1]) == {TOPIC: {"0": 20, "1": 5}}
-    assert args[args.index("--start-timestamp") + 1] == "2024-01-01T00:00:00Z"
+    assert args[args.index("--end-offsets") + 1] == '{"%s": {"0": 20, "1": 5, "10": 1}}' % TOPIC
+    assert args[args.index("--start-timestamp") + 1] == "1704067200000"  # canonical: epoch milliseconds
     assert args[args.index("--end-timestamp") + 1] == "1704070800000"
+
+
+def test_ingest_args_are_what_the_job_parses() -> None:
+    """The DAG's arguments round-trip through the job's own parser (jobs/ingest.py) to the same range."""
+    import importlib.util
+
+    from cdc.kafka.plan import Bounds
+
+    spec = importlib.util.spec_from_file_location("cdc_ingest_job_args", Path(__file__).parents[2] / "jobs/ingest.py")
+    job = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(job)  # type: ignore[union-attr]
+    req = RunRequest(mode="backfill", end_offsets={TOPIC: {0: 20}}, start_ts_ms=1714564800000)
+    bounds = job.bounds_from_args(job.parse_args(ingest_args(CFG, T, TOPIC, req)))
+    assert bounds.for_topic(TOPIC) == Bounds({}, {0: 20}, 1714564800000, None)
 
 
 def test_dry_run_is_incremental_with_flag() -> None:
@@ -76,28 +90,7 @@ def test_plan_tables_incremental_only_tables_with_lag() -> None:
 def test_plan_tables_backfill_and_explicit_range_run_all() -> None:
     tables = [("a.x", "tx"), ("a.y", "ty")]
     assert len(plan_tables(tables, RunRequest(mode="backfill"), CFG, None)) == 2
-    assert len(plan_tables(tables, RunRequest(end_timestamp="1"), CFG, None)) == 2
-
-
-def test_parse_summary_takes_last_json_line_even_with_trailing_stderr() -> None:
-    s1 = {"pipeline": "demo", "mode": "incremental", "tables": [{"table": "a.x", "status": "empty"}]}
-    lines = ["24/01/01 10:00:00 INFO SparkContext: Running", '{"not": "a summary"}', json.dumps(s1),
-             "24/01/01 10:00:05 INFO ShutdownHookManager: Shutdown hook called", "{broken json}"]
-    assert parse_summary(lines) == s1
-    assert parse_summary(["nothing here"]) is None
-
-
-def test_error_line_skips_spark_chatter() -> None:
-    lines = ["error: pipelines/demo.yaml: key 'tables': is required",
-             "24/01/01 10:00:05 INFO ShutdownHookManager: Shutdown hook called",
-             "2024-01-01 10:00:05,123 WARN util.Utils: Something", ""]
-    assert error_line(lines) == "error: pipelines/demo.yaml: key 'tables': is required"
-    assert error_line([]) is None
-
-
-@pytest.mark.parametrize("rc,kind", [(0, "ok"), (2, "terminal"), (75, "retryable"), (1, "failed"), (137, "failed")])
-def test_outcome(rc: int, kind: str) -> None:
-    assert outcome(rc) == kind
+    assert len(plan_tables(tables, RunRequest(end_ts_ms=1714564800000), CFG, None)) == 2
 
 
 def test_summarize_totals_and_missing() -> None:

@@ -1,5 +1,5 @@
-"""CdcSparkSubmitHook / CdcSparkSubmitOperator against a fake spark-submit: exit-code mapping, summary capture,
-local-mode settings."""
+"""CdcSparkSubmitOperator (the provider's SparkSubmitOperator + hook, public API only) against a fake spark-submit
+that speaks the job's result-file contract: exit-code mapping, summary, local-mode settings, master override."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return log
 
 
-def _operator(table: str = "inventory.orders"):
+def _operator(table: str = "inventory.orders", master: str | None = "local[1]"):
     from cdc_airflow.spark import CdcSparkSubmitOperator
 
-    return CdcSparkSubmitOperator(task_id="t", application="jobs/ingest.py", table=table, master="local[1]",
+    return CdcSparkSubmitOperator(task_id="t", application="jobs/ingest.py", table=table, master=master,
                                   application_args=["--config", "c.yaml", "--table", table],
                                   pipeline_spark_conf={"spark.sql.shuffle.partitions": "2"})
 
@@ -38,7 +38,27 @@ def test_success_returns_summary_and_passes_local_settings(fake: Path) -> None:
     assert Path(argv[argv.index("--py-files") + 1]).name.startswith("cdc-")
     assert argv[argv.index("--jars") + 1].endswith("iceberg-spark-runtime-3.5_2.12-1.10.2.jar")
     assert argv[-4:] == ["--config", "c.yaml", "--table", "inventory.orders"]
-    assert call["PYSPARK_PYTHON"]
+    assert call["PYSPARK_PYTHON"] and call["RESULT_FILE"]
+    assert not Path(call["RESULT_FILE"]).exists()  # a per-run temporary file, removed afterwards
+
+
+def test_master_override_replaces_the_connections_master_only_for_the_run(fake: Path) -> None:
+    import os
+
+    before = dict(os.environ)
+    _operator(master="local[3]").execute({})
+    argv = json.loads(fake.read_text().splitlines()[-1])["argv"]
+    assert argv[argv.index("--master") + 1] == "local[3]"
+    assert dict(os.environ) == before  # nothing of the run (result file, override connection) leaks
+
+
+def test_without_override_the_connection_decides_and_local_settings_follow(fake: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "spark://h", "port": 7077}')
+    _operator(master=None).execute({})
+    argv = json.loads(fake.read_text().splitlines()[-1])["argv"]
+    assert argv[argv.index("--master") + 1] == "spark://h:7077"
+    assert "spark.driver.bindAddress=127.0.0.1" not in argv and "spark.sql.shuffle.partitions=2" in argv
 
 
 def test_exit_2_is_terminal(fake: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,3 +80,49 @@ def test_other_exits_are_retryable(fake: Path, monkeypatch: pytest.MonkeyPatch, 
         _operator().execute({})
     assert not isinstance(info.value, AirflowFailException)
     assert f"{label} (exit {code})" in str(info.value) and "simulated failure" in str(info.value)
+
+
+def test_spark_submit_failing_before_the_job_reports_is_retried(fake: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from cdc_airflow.spark import CdcJobError
+
+    monkeypatch.setenv("FAKE_SPARK_EXITS", '{"inventory.orders": 2}')
+    monkeypatch.setenv("FAKE_SPARK_NO_RESULT", "1")
+    with pytest.raises(CdcJobError) as info:
+        _operator().execute({})
+    assert not isinstance(info.value, AirflowFailException)
+    assert "reported no result" in str(info.value)
+
+
+@pytest.mark.parametrize("base,master", [
+    ({"conn_type": "spark", "host": "local[*]", "port": None}, "local[*]"),
+    ({"conn_type": "spark", "host": "yarn", "port": None}, "yarn"),
+    ({"conn_type": "spark", "host": "spark://h", "port": 7077}, "spark://h:7077"),
+    ({"conn_type": "spark", "host": "k8s://https://h", "port": 443}, "k8s://https://h:443"),
+    ({"conn_type": "spark", "host": "h", "port": 7077}, "spark://h:7077"),
+])
+def test_connection_master(base: dict, master: str) -> None:
+    from cdc_airflow.spark import connection_master
+
+    assert connection_master(**base) == master
+
+
+@pytest.mark.parametrize("code,failed,raised", [
+    (0, False, None), (2, True, "AirflowFailException"), (75, True, "CdcJobError"), (1, True, "CdcJobError"),
+    (130, True, "CdcJobError"), (0, True, "CdcJobError"),  # the job succeeded but spark-submit did not
+])
+def test_job_outcome_follows_the_exit_code_table(code: int, failed: bool, raised: str | None) -> None:
+    from airflow.sdk.exceptions import AirflowException
+
+    from cdc.cli_contract import JobResult
+    from cdc_airflow.spark import job_outcome
+
+    result = JobResult(code, {"pipeline": "p"} if code == 0 else None, None if code == 0 else "ERROR [X] why")
+    failure = AirflowException("Cannot execute: spark-submit ...") if failed else None
+    if raised is None:
+        assert job_outcome(result, failure) == {"pipeline": "p"}
+        return
+    with pytest.raises(AirflowException) as info:
+        job_outcome(result, failure)
+    assert type(info.value).__name__ == raised and f"exit {code}" in str(info.value)
