@@ -2,8 +2,8 @@
 
 ``CdcSparkSubmitOperator`` is a ``SparkSubmitOperator`` that, before handing over to the provider's ``execute``:
 builds the ``cdc`` zip for ``--py-files``, finds the Iceberg jar, adds local-mode Spark settings and asks the job for
-its result (``$CDC_RESULT_FILE``, ``cdc.cli_contract``). Afterwards it maps the job's exit code: 2 → ``AirflowFailException``
-(no retry), 75 and others → ``CdcJobError`` (retried), and returns the job's JSON summary (XCom).
+its result (``$CDC_RESULT_FILE``, ``cdc.cli_contract``). Afterwards it maps the job's exit code (``ExitCode``): 2 →
+``AirflowFailException`` (no retry), 75 and others → ``CdcJobError`` (retried); it returns the job's JSON summary.
 
 The job reports through a file instead of through the provider's output handling or its subprocess, which are
 private. Without a result (spark-submit failed before the job ended, or cluster deploy mode: the driver and its
