@@ -32,7 +32,7 @@ class ApplyResult:
 
 def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Sequence[Column], key: Sequence[str],
                 ordering: Sequence[str], delete_mode: str, previous_barrier: tuple[int, ...] | None,
-                stats: BatchStats) -> ApplyResult:
+                stats: BatchStats, compacted: bool = False) -> ApplyResult:
     soft = delete_mode == "soft"
     key_cols = [c for c in row_columns if c.name in key]
     ensure_target(spark, names.target, row_columns, key, ordering, soft)
@@ -44,7 +44,7 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
         target=names.target, staging=names.staging, tombstones=None if soft else names.tombstones,
         batch_id=batch_id, key=tuple(key), columns=tuple(c.name for c in row_columns), ordering=tuple(ordering),
         delete_mode=delete_mode, toast_columns=stats.toast_columns, barrier=barrier,
-        gc_horizon=None if soft else gc_horizon(spark, names.tombstones),
+        gc_horizon=None if soft else gc_horizon(spark, names.tombstones), compacted=compacted,
     )
     truncated = 0
     if own is not None:

@@ -48,6 +48,9 @@ class TableConfig:
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
     # Schemaless JSON: column → declared type ("decimal(10,2)", "bigint", "timestamptz", ...; COLUMN_TYPE_NAMES)
     column_types: Mapping[str, str] = field(default_factory=dict)
+    # Compacted topic: a Kafka tombstone (null value) deletes its key, since compaction may have removed the ``d``
+    # event before it. "auto": the topic's cleanup.policy decides (DescribeConfigs at plan time).
+    compacted: str | bool = "auto"
 
     @property
     def name(self) -> str:
@@ -277,7 +280,7 @@ class _Parser:
         w = f"tables[{i}]."
         allowed = {"topic", "target", "primary_key", "ordering", "delete_mode", "unavailable_value_placeholder",
                    "on_bad_record", "max_dead_letter_ratio", "allow_field_addition", "max_record_bytes",
-                   "column_types"}
+                   "column_types", "compacted"}
         self.unknown(t, allowed, w)
         t = {k: self.subst(v, w + k) for k, v in t.items()}
         topic, target = t.get("topic"), t.get("target")
@@ -315,7 +318,13 @@ class _Parser:
             max_record_bytes=self.number(t.get("max_record_bytes", DEFAULT_MAX_RECORD_BYTES), w + "max_record_bytes",
                                          int, 0),
             column_types=self.column_types(t.get("column_types"), w + "column_types"),
+            compacted=self.compacted(t.get("compacted", "auto"), w + "compacted"),
         )
+
+    def compacted(self, raw: Any, key: str) -> str | bool:
+        if raw not in ("auto", True, False):
+            raise self.fail(key, f"must be auto, true or false, got {raw!r}")
+        return raw
 
     def column_types(self, raw: Any, key: str) -> dict[str, str]:
         """``{column: type}``; types normalised to lower case without blanks (``decimal(10,2)``)."""

@@ -36,7 +36,7 @@ from cdc.layout import (BATCH_ID, DELETED, DELETED_AT, INGESTED_AT, KAFKA_OFFSET
                         PARTITION, SOURCE_TS_MS, UNAVAILABLE, position_columns)
 from cdc.sql import key_join, lit, q, tuple_cmp_literal, tuple_eq, tuple_gt
 
-__all__ = ["MergeSpec", "changes_sql", "classify_sql", "lit", "merge_target_sql", "merge_tombstones_sql",
+__all__ = ["MergeSpec", "changes_sql", "classify_sql", "compaction_deletes_sql", "lit", "merge_target_sql", "merge_tombstones_sql",
            "moved_toast_sql", "newer_sql", "newest_sql", "q", "truncate_sql", "tuple_cmp_literal"]
 
 
@@ -53,6 +53,7 @@ class MergeSpec:
     toast_columns: tuple[str, ...] = ()  # columns that were unavailable in some event of this batch
     barrier: tuple[int, ...] | None = None  # newest truncate position known (this batch or earlier)
     gc_horizon: tuple[int, ...] | None = None  # highest position whose tombstones maintenance dropped
+    compacted: bool = False  # compacted topic: Kafka tombstones delete their key (compaction_deletes_sql)
 
     @property
     def soft(self) -> bool:
@@ -76,12 +77,56 @@ def newer_sql(spec: MergeSpec, s: str, t: str, s_staged: bool = True) -> str:
     return tuple_gt(s, s_cols, t, spec.stored_position)
 
 
+def _change_columns(spec: MergeSpec) -> tuple[str, ...]:
+    return (*spec.columns, *spec.ordering, OP, PARTITION, OFFSET, SOURCE_TS_MS, UNAVAILABLE)
+
+
+# Kafka partition/offset of a delete derived from a Kafka tombstone on a compacted topic (its real ones are unknown).
+COMPACTED_DELETE = (2147483647, 9223372036854775807)
+
+
 def changes_sql(spec: MergeSpec) -> str:
-    """The batch's change events that can still matter (after the truncate barrier)."""
+    """The batch's change events that can still matter (after the truncate barrier); on compacted topics also the
+    deletes that Kafka tombstones stand for (``compaction_deletes_sql``)."""
     where = [f"batch_id = {int(spec.batch_id)}", "__kind = 'change'", "__op IN ('c', 'u', 'd', 'r')"]
-    if spec.barrier is not None:
-        where.append(tuple_cmp_literal("c", spec.ordering, spec.barrier, ">"))
-    return f"SELECT * FROM {spec.staging} c WHERE " + " AND ".join(where)
+    cols = ", ".join(f"c.{q(x)}" for x in _change_columns(spec))
+    changes = f"SELECT {cols} FROM {spec.staging} c WHERE " + " AND ".join(where)
+    if spec.compacted:
+        changes += f" UNION ALL {compaction_deletes_sql(spec, changes)}"
+    if spec.barrier is None:
+        return changes
+    return f"SELECT * FROM ({changes}) c WHERE {tuple_cmp_literal('c', spec.ordering, spec.barrier, '>')}"
+
+
+def compaction_deletes_sql(spec: MergeSpec, changes: str) -> str:
+    """Compacted topics: a Kafka tombstone (null value, key k, partition p, offset o) deletes k, because compaction
+    may have removed the ``d`` event it followed. It carries no source position; the real delete's position was
+    greater than that of the change it followed (the latest change of k in partition p before o: in this batch, or
+    the table row when that came from p at a lower offset). So it gets that change's source position with the
+    greatest possible partition/offset (``COMPACTED_DELETE``): newer than every change at or before that source
+    position (redeliveries included), older than any greater one (a change from another partition after the key
+    moved still wins). With nothing of k before it in p it is ignored."""
+    k0 = q(spec.key[0])
+    keys = ", ".join(f"b.{q(k)}" for k in spec.key)
+    pos = ", ".join(f"'o{i}', c.{q(o)}" for i, o in enumerate(spec.ordering))
+    tomb = (f"SELECT {', '.join(q(k) for k in spec.key)}, `__partition`, `__offset` FROM {spec.staging} "
+            f"WHERE batch_id = {int(spec.batch_id)} AND __kind = 'tombstone' AND {k0} IS NOT NULL")
+    in_batch = (f"SELECT {keys}, b.`__partition`, b.`__offset`, max_by(named_struct({pos}, 'off', c.`__offset`), "
+                f"c.`__offset`) AS `__prev` FROM ({tomb}) b JOIN ({changes}) c ON {key_join('b', 'c', spec.key)} "
+                f"AND c.`__partition` = b.`__partition` AND c.`__offset` < b.`__offset` "
+                f"GROUP BY {keys}, b.`__partition`, b.`__offset`")
+    table_first = (f"t.{k0} IS NOT NULL AND (i.`__prev` IS NULL OR t.{q(KAFKA_OFFSET)} > i.`__prev`.off)")
+    ords = [f"CASE WHEN {table_first} THEN t.{q(o)} ELSE i.`__prev`.o{n} END AS {q(o)}"
+            for n, o in enumerate(spec.ordering)]
+    row = [f"b.{q(c)}" if c in spec.key else f"NULL AS {q(c)}" for c in spec.columns]
+    part, off = COMPACTED_DELETE
+    return (f"SELECT {', '.join(row + ords)}, 'd' AS `__op`, {part} AS `__partition`, {off} AS `__offset`, "
+            f"CAST(NULL AS BIGINT) AS `__source_ts_ms`, CAST(NULL AS ARRAY<STRING>) AS {q(UNAVAILABLE)} "
+            f"FROM ({tomb}) b LEFT JOIN ({in_batch}) i ON {key_join('b', 'i', spec.key)} "
+            f"AND i.`__partition` = b.`__partition` AND i.`__offset` = b.`__offset` "
+            f"LEFT JOIN {spec.target} t ON {key_join('b', 't', spec.key)} "
+            f"AND t.{q(KAFKA_PARTITION)} = b.`__partition` AND t.{q(KAFKA_OFFSET)} < b.`__offset` "
+            f"WHERE i.`__prev` IS NOT NULL OR t.{k0} IS NOT NULL")
 
 
 def _carry_struct(spec: MergeSpec, col: str) -> str:
@@ -123,7 +168,7 @@ def moved_toast_sql(spec: MergeSpec, changes: str) -> str:
     drop = " OR ".join(f"(x = {lit(c)} AND {cond})" for c, cond in takes.items())
     unavailable = f"filter(c.{q(UNAVAILABLE)}, x -> NOT ({drop})) AS {q(UNAVAILABLE)}"
     other_key = " OR ".join(f"c.{q(k)} <> m.`__old_key`.{q(k)}" for k in spec.key)
-    keep = [c for c in (*spec.columns, *spec.ordering, OP, PARTITION, OFFSET, SOURCE_TS_MS) if c not in takes]
+    keep = [c for c in _change_columns(spec) if c not in takes and c != UNAVAILABLE]
     return (f"SELECT {', '.join('c.' + q(c) for c in keep)}, "
             f"{', '.join(filled)}, {unavailable} FROM ({changes}) c LEFT JOIN ({moved_sql}) m "
             f"ON c.`__op` = 'c' AND {tuple_eq('c', spec.ordering, 'm', spec.ordering)} AND ({other_key})")

@@ -23,6 +23,7 @@ from cdc.errors import CdcError, ConcurrentRunError, ConfigError
 from cdc.faults import checkpoint
 from cdc.kafka.plan import Bounds, PartitionRange, cap_ranges, plan_backfill, plan_incremental, read_samples, \
     split_chunks
+from cdc.kafka.offsets import is_compacted
 from cdc.kafka.read import ReadSpec
 from cdc.lease import LeaseKeeper, renewal_interval
 from cdc.ledger import Ledger, LedgerRange, PendingBatch, is_commit_conflict, owner_alive, process_owner
@@ -52,6 +53,7 @@ class TableResult:
     snapshot_id: int | None = None
     recovered_batch_id: int | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     def add(self, other: "TableResult") -> None:
         for k in ("events_read", "events_skipped", "dead_letters", "inserted", "updated", "deleted"):
@@ -155,6 +157,7 @@ class TableRun:
         self.names: TableNames = names(cfg, table)
         self.run_id = uuid.uuid4().hex
         self.cursor: dict[int, int] | None = None  # committed offsets the incremental plan started from
+        self._compacted: bool | None = None
 
     def incremental(self, dry_run: bool) -> TableResult:
         result = TableResult(self.t.target, self.t.topic)
@@ -265,7 +268,7 @@ class TableRun:
             key=tuple(key), row_columns=tuple(row_cols),
             staging_columns=tuple(staging_columns(row_cols, ordering.columns)), batch_id=batch_id,
             on_bad_record=self.t.on_bad_record, timeout_seconds=self.cfg.batch.read_timeout_seconds,
-            max_record_bytes=self.t.max_record_bytes)
+            max_record_bytes=self.t.max_record_bytes, compacted=self.compacted(result))
         with phase(result, "read_stage"):
             chunks = split_chunks(self.t.topic, ranges, self.cfg.batch.chunk_size)
             stage(self.spark, spec, chunks, self.names)
@@ -324,7 +327,7 @@ class TableRun:
             if stats is None:  # recovering a staged batch
                 stats = batch_stats(self.spark, self.names.staging, batch_id, ordering.columns)
             applied = apply_batch(self.spark, self.names, batch_id, row_cols, key, ordering.columns,
-                                  self.t.delete_mode, previous, stats)
+                                  self.t.delete_mode, previous, stats, self.compacted(result))
         checkpoint("before_commit")
         with phase(result, "commit"):
             counts = {"inserted": applied.inserted, "updated": applied.updated, "deleted": applied.deleted}
@@ -336,6 +339,20 @@ class TableRun:
         result.deleted += applied.deleted
         result.snapshot_id = applied.snapshot_id
         result.status = "committed"
+
+    def compacted(self, result: TableResult) -> bool:
+        """Is the topic compacted (Kafka tombstones delete keys)? ``tables[].compacted``, else the topic's
+        cleanup.policy; when the broker does not say, not compacted, with a warning in the summary."""
+        if self._compacted is None:
+            if self.t.compacted != "auto":
+                self._compacted = bool(self.t.compacted)
+            else:
+                found = is_compacted(self.cfg.kafka, self.t.topic, self.cfg.batch.read_timeout_seconds)
+                if found is None:
+                    result.warnings.append(f"topic {self.t.topic}: cleanup.policy could not be read (DescribeConfigs); "
+                                           "treated as not compacted. Set tables[].compacted to decide")
+                self._compacted = bool(found)
+        return self._compacted
 
     def batch_schema(self, ranges: list[PartitionRange]) -> tuple[list[Column], tuple[str, ...], Ordering, Any]:
         """Row columns, key, ordering and decoder for a new batch (from samples, the registry and the table)."""

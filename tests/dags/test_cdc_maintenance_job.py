@@ -25,7 +25,12 @@ class FakeSpark:
         if self.fail and self.fail in text:
             raise RuntimeError("boom\nstack")
         rows = [SimpleNamespace(batch_id=3, asDict=lambda: {"n": 1})] if "SELECT DISTINCT batch_id" in text else []
-        return SimpleNamespace(collect=lambda: rows)
+        first = {"n": 2, "p": [700]} if "SELECT count(*) AS n" in text else None  # tombstones past retention
+        return SimpleNamespace(collect=lambda: rows, first=lambda: first)
+
+    def table(self, ident: str) -> Any:
+        names = ["id", "__lsn", "__kafka_partition", "__kafka_offset", "__deleted_at"]
+        return SimpleNamespace(schema=SimpleNamespace(fields=[SimpleNamespace(name=n) for n in names]))
 
 
 def _run(existing: set[str], fail: str | None = None) -> tuple[FakeSpark, Any]:
@@ -45,13 +50,15 @@ def test_all_steps_for_existing_tables() -> None:
     spark, m = _run(existing)
     sql = "\n".join(spark.sql_log)
     assert ("CALL lake.system.expire_snapshots(table => 'inventory.orders', older_than => "
-            "TIMESTAMP '2024-05-01 00:00:00', retain_last => 5)") in sql
+            "TIMESTAMP '2024-05-01 00:00:00Z', retain_last => 5)") in sql
     assert "CALL lake.system.rewrite_data_files(table => 'inventory.orders')" in sql
     assert "CALL lake.system.rewrite_position_delete_files(table => 'inventory.orders')" in sql
-    assert "remove_orphan_files(table => 'inventory.orders', older_than => TIMESTAMP '2024-05-05 00:00:00')" in sql
+    assert "remove_orphan_files(table => 'inventory.orders', older_than => TIMESTAMP '2024-05-05 00:00:00Z')" in sql
     assert "DELETE FROM lake.cdc_meta.staging__inventory__orders WHERE batch_id IN (3)" in sql
-    assert "status = 'committed' AND committed_at < TIMESTAMP '2024-05-05 00:00:00'" in sql
-    assert "DELETE FROM lake.cdc_meta.tombstones__inventory__orders WHERE __deleted_at < TIMESTAMP '2024-05-07" in sql
+    assert "status = 'committed' AND committed_at < TIMESTAMP '2024-05-05 00:00:00Z'" in sql
+    gc = sql.index("ALTER TABLE lake.cdc_meta.tombstones__inventory__orders SET TBLPROPERTIES ('cdc.gc-horizon' = '[700]')")
+    assert sql.index("DELETE FROM lake.cdc_meta.tombstones__inventory__orders WHERE __deleted_at < "
+                     "TIMESTAMP '2024-05-07 00:00:00Z'") > gc  # the horizon is raised before tombstones go
     assert not [s for s in m.steps if s["error"]]
 
 

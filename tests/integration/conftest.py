@@ -58,9 +58,16 @@ def make_pipe(spark, broker, warehouse):
     from cdc.config import parse_config
 
     def make(partitions: int = 1, fmt: str = "json", schema_registry: dict[str, Any] | None = None,
-             **table: Any) -> Pipe:
+             topic_config: dict[str, str] | None = None, **table: Any) -> Pipe:
         topic = unique("dbserver1.public.customers_")
-        broker.create_topic(topic, partitions=partitions)
+        if topic_config:
+            from confluent_kafka.admin import NewTopic
+
+            admin = broker.admin()  # keep the client alive until the futures resolve
+            for f in admin.create_topics([NewTopic(topic, partitions, config=topic_config)]).values():
+                f.result(10)
+        else:
+            broker.create_topic(topic, partitions=partitions)
         ns = unique("t")
         cfg = parse_config({
             "pipeline": "tests", "kafka": {"bootstrap.servers": broker.bootstrap}, "format": fmt,

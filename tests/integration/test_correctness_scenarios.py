@@ -227,3 +227,30 @@ def test_scenario_11_cursor_beyond_the_high_watermark_is_a_terminal_error(make_p
     assert s["ranges"] == [{"partition": 0, "start": 0, "end": 6}] and s["inserted"] == 1  # replays are ignored
     assert sorted(p.rows()) == [0, 1, 2, 3, 4, 9]
     assert p.run()["status"] == "empty"
+
+
+# ---- scenario 6: compacted topics ----------------------------------------------------------------------------------
+
+def test_scenario_06_on_a_compacted_topic_a_kafka_tombstone_deletes_its_key(make_pipe):
+    p = make_pipe(partitions=2, topic_config={"cleanup.policy": "compact"})
+    p.send(pg("c", 1, row(1, "a"), 10), pg("c", 2, row(2, "b"), 11), pg("c", 4, row(4, "moves"), 12))
+    p.run()
+    # compaction removed the d events; only the Kafka tombstones are left
+    p.send(tombstone(1), pg("c", 3, row(3, "c"), 30), tombstone(3), tombstone(4))
+    p.send(pg("u", 4, row(4, "moved"), 50), partition=1)  # key 4 moved partitions: its newer change stays
+    s = p.run()
+    assert p.rows() == {2: ("b", None), 4: ("moved", None)}
+    assert s["deleted"] == 1
+    p.send(pg("u", 1, row(1, "replayed"), 10), partition=0)  # a redelivery of what the tombstone followed
+    p.run()
+    assert p.rows() == {2: ("b", None), 4: ("moved", None)}
+
+
+def test_scenario_06_on_a_regular_topic_a_kafka_tombstone_alone_deletes_nothing(make_pipe):
+    p = make_pipe()
+    p.send(pg("c", 1, row(1, "a"), 10))
+    p.run()
+    p.send(tombstone(1))
+    s = p.run()
+    assert (s["deleted"], s["events_skipped"]) == (0, 1)
+    assert p.rows() == {1: ("a", None)}

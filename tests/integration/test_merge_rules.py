@@ -32,10 +32,11 @@ def test_newest_event_per_key_wins_within_a_batch_and_duplicates_are_harmless(ma
     p.send(e1, e2, e1, e2, e1)  # redelivered duplicates after the newest event
     assert p.run()["inserted"] == 1
     assert p.rows() == {1: ("v2", None)}
-    p.send(e1, e2)  # replay in a later batch: older or equal → ignored
+    p.send(e1, e2)  # replay in a later batch: e1 is older → ignored; e2 ties on position, later offset → re-applied
     s = p.run()
-    assert (s["inserted"], s["updated"]) == (0, 0)
+    assert (s["inserted"], s["updated"]) == (0, 1)
     assert p.rows() == {1: ("v2", None)}
+    assert p.rows("__lsn", "__kafka_offset") == {1: (20, 6)}
 
 
 def test_out_of_order_delete_is_not_resurrected(make_pipe):

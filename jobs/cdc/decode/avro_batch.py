@@ -63,8 +63,8 @@ def stage_avro(spec: Any, topic: str, partition: int, msgs: Sequence[Message],
     tombstones: list[Message] = []
     for m in msgs:
         v = m[3]
-        if v is None:
-            tombstones.append(m)
+        if v is None:  # compacted topics: the per-record path stages the tombstone's key (it may delete the row)
+            (left if getattr(spec, "compacted", False) and m[2] is not None else tombstones).append(m)
         elif len(v) > 5 and v[0] == 0:
             groups.setdefault(_HEADER.unpack_from(v)[1], []).append(m)
         else:

@@ -116,3 +116,25 @@ def offsets_for_time(consumer: Any, topic: str, parts: list[int], ts_ms: int,
     except Exception as exc:
         raise KafkaUnavailable(f"topic {topic}: offsets_for_times failed ({exc})") from None
     return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in found}
+
+
+def is_compacted(kafka_conf: Mapping[str, Any], topic: str, timeout: float = 10.0) -> bool | None:
+    """Does ``topic``'s ``cleanup.policy`` include ``compact``? None when the broker does not say (no
+    DescribeConfigs permission, an old broker): the caller then treats it as not compacted and says so."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    conf = {k: v for k, v in consumer_conf(kafka_conf).items() if k not in _CONSUMER_ONLY}
+    try:
+        admin = AdminClient(conf)  # referenced until the future resolves (a collected client cancels it)
+        found = admin.describe_configs([ConfigResource("topic", topic)], request_timeout=timeout)
+        entries = next(iter(found.values())).result(timeout)
+    except Exception:
+        return None
+    policy = entries.get("cleanup.policy")
+    return policy is not None and "compact" in str(policy.value)
+
+
+_CONSUMER_ONLY = ("group.id", "enable.auto.commit", "enable.partition.eof", "auto.offset.reset", "fetch.wait.max.ms",
+                  "isolation.level", "session.timeout.ms", "max.poll.interval.ms", "fetch.min.bytes",
+                  "fetch.max.bytes", "max.partition.fetch.bytes", "auto.commit.interval.ms", "group.instance.id",
+                  "partition.assignment.strategy")

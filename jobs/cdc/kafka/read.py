@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from cdc.decode import Decoder
 from cdc.decode.avro import AvroDecoder
-from cdc.decode.model import CHANGE, Column
+from cdc.decode.model import CHANGE, TOMBSTONE, Column
 from cdc.errors import BadRecordError, CdcError, DecodeError, KafkaUnavailable, OrderingError, UnboundColumns
 from cdc.ordering import Ordering
 from cdc.tables import arrow_schema
@@ -53,6 +53,7 @@ class ReadSpec:
     timeout_seconds: float = 60.0
     fast_avro: bool = True  # vectorised Avro decoding where it applies (see cdc.decode.avro_batch)
     max_record_bytes: int = 0  # records whose key + value exceed this are bad records (0: no limit)
+    compacted: bool = False  # compacted topic: Kafka tombstones are staged with their key columns (cdc.merge)
 
 
 class _Rows:
@@ -118,7 +119,10 @@ def stage_record(spec: ReadSpec, topic: str, partition: int, offset: int, ts_ms:
     try:
         ev = spec.decoder.decode(key, value)
         if ev.kind != CHANGE:
-            return {**base, "__kind": ev.kind, "__op": ev.op, "__raw_key": None, "__raw_value": None}
+            row = {**base, "__kind": ev.kind, "__op": ev.op, "__raw_key": None, "__raw_value": None}
+            if ev.kind == TOMBSTONE and spec.compacted and ev.key:
+                row.update({k: ev.key.get(k) for k in spec.key})
+            return row
         row: dict[str, Any] = {**base, "__kind": CHANGE, "__op": ev.op, "__source_ts_ms": ev.source.get("ts_ms"),
                                "__ts_ms": ev.ts_ms, "__unavailable": list(ev.unavailable) or None,
                                "__raw_key": None, "__raw_value": None}
