@@ -205,7 +205,8 @@ class _Parser:
         if not isinstance(raw, dict):
             raise ConfigError(f"{self.src}: the file must hold a YAML mapping")
         top = {"pipeline", "kafka", "schema_registry", "format", "catalog", "spark", "metadata_namespace", "batch",
-               "defaults", "tables", "schedule"}
+               "defaults", "tables", "schedule",
+               "airflow", "metrics"}  # validated by their readers: cdc_airflow.options (Airflow), cdc.metrics (job)
         self.unknown(raw, top, "")
         name = raw.get("pipeline")
         if not isinstance(name, str) or not _NAME.match(name):

@@ -31,6 +31,7 @@ from cdc.ordering import Ordering, from_columns, resolve
 from cdc.stage import (BatchStats, PartitionCounts, batch_stats, check_dead_letter_ratio, record_dead_letters,
                        stage, staged_key_and_ordering)
 from cdc.layout import row_columns, staged_row_columns, staging_columns
+from cdc import progress
 from cdc.tables import TableNames, ensure_meta_tables, existing_columns, names
 
 _TASK_ERROR = re.compile(r"\[cdc:(\w+)\] (.+)")
@@ -65,6 +66,7 @@ class TableResult:
 @contextmanager
 def phase(result: TableResult, name: str) -> Iterator[None]:
     t0 = time.monotonic()
+    progress.phase_started(result, name)
     try:
         yield
     except CdcError:
@@ -73,6 +75,7 @@ def phase(result: TableResult, name: str) -> Iterator[None]:
         raise unwrap_task_error(exc, f"table {result.table}: {name} failed") from exc
     finally:
         result.seconds[name] = round(result.seconds.get(name, 0.0) + time.monotonic() - t0, 3)
+        progress.phase_ended(result, name, time.monotonic() - t0)
 
 
 def unwrap_task_error(exc: BaseException, context: str) -> CdcError:
@@ -127,6 +130,7 @@ def _java_detail(text: str) -> str:
 def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: str = "incremental",
               dry_run: bool = False, bounds: BackfillBounds | None = None) -> dict[str, Any]:
     """Run one batch for each table (backfill: batches until the requested range is done); return the summary."""
+    progress.start_run(cfg)
     try:
         ensure_meta_tables(spark, cfg)
     except CdcError:
@@ -339,6 +343,7 @@ class TableRun:
         result.deleted += applied.deleted
         result.snapshot_id = applied.snapshot_id
         result.status = "committed"
+        progress.batch_committed(result)
 
     def compacted(self, result: TableResult) -> bool:
         """Is the topic compacted (Kafka tombstones delete keys)? ``tables[].compacted``, else the topic's
