@@ -1,6 +1,6 @@
 """Iceberg maintenance of one CDC pipeline (run by the ``cdc_<pipeline>_maintenance`` DAG).
 
-    spark-submit [--py-files build/cdc.zip] [--jars ICEBERG_JAR] jobs/maintenance.py --config FILE \
+    spark-submit [--py-files build/cdc_iceberg-*.whl] [--jars ICEBERG_JAR] jobs/maintenance.py --config FILE \
         [--table NAME ...] [--staging-retention-hours 72] [--tombstone-retention-hours 168] \
         [--snapshot-retention-hours 168] [--retain-last 5] [--orphan-retention-hours 72]
 
@@ -19,6 +19,9 @@ import sys
 import time
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Callable
+
+if __package__ in (None, ""):  # a script: `cdc` shipped with --py-files (wheel/zip) wins over jobs/cdc beside it
+    sys.path.sort(key=lambda p: not p.endswith((".whl", ".zip", ".egg")))
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -120,24 +123,54 @@ class Maintenance:
         self.expire(ident)
 
     def gc_tombstones(self, t: "TableConfig", ident: str, cutoff: str) -> dict[str, Any]:
-        """Drop tombstones older than ``cutoff``, first raising the table's GC horizon to the newest position among
-        them: later batches then ignore changes at or below it for keys the table no longer knows, so a replay or a
-        lagging partition cannot resurrect a deleted row (see ``cdc.merge``). Horizon first: a crash in between
-        leaves a horizon with its tombstones still there, which changes nothing."""
+        """Drop tombstones older than ``cutoff`` whose position every partition of the topic has passed, first
+        raising the table's GC horizon to the newest of them: later batches ignore changes at or below the horizon
+        for keys the table no longer knows, so a replay cannot resurrect a deleted row (``cdc.merge``). The
+        partition bound (``gc_watermark``) keeps a lagging partition's first-time changes above the horizon.
+        Horizon first: a crash in between leaves a horizon with its tombstones still there, which changes nothing."""
+        from cdc.layout import DELETED_AT, KAFKA_OFFSET, KAFKA_PARTITION, is_meta
+        from cdc.sql import tuple_cmp_literal
         from cdc.tables import GC_HORIZON_PROPERTY, gc_horizon
-        from cdc.layout import is_meta, KAFKA_OFFSET, KAFKA_PARTITION, DELETED_AT
 
+        watermark = self.gc_watermark(t)
+        if watermark is None:
+            return {"older_than": cutoff, "dropped": 0, "skipped": "no committed positions for every partition yet"}
         fields = [f.name for f in self.spark.table(ident).schema.fields]
         ordering = [c for c in fields if is_meta(c) and c not in (KAFKA_PARTITION, KAFKA_OFFSET, DELETED_AT)]
+        where = f"__deleted_at < {cutoff} AND NOT {tuple_cmp_literal('t', ordering, watermark, '>')}"
         expr = "max(named_struct(" + ", ".join(f"'o{i}', `{c}`" for i, c in enumerate(ordering)) + "))"
-        row = self.spark.sql(f"SELECT count(*) AS n, {expr} AS p FROM {ident} WHERE __deleted_at < {cutoff}").first()
+        row = self.spark.sql(f"SELECT count(*) AS n, {expr} AS p FROM {ident} t WHERE {where}").first()
         if not row["n"]:
-            return {"older_than": cutoff, "dropped": 0}
+            return {"older_than": cutoff, "dropped": 0, "watermark": list(watermark)}
         newest = tuple(int(v) for v in row["p"])
         horizon = max(newest, gc_horizon(self.spark, ident) or newest)
         self.spark.sql(f"ALTER TABLE {ident} SET TBLPROPERTIES ('{GC_HORIZON_PROPERTY}' = '{json.dumps(list(horizon))}')")
-        self.spark.sql(f"DELETE FROM {ident} WHERE __deleted_at < {cutoff}")
-        return {"older_than": cutoff, "dropped": int(row["n"]), "gc_horizon": list(horizon)}
+        self.spark.sql(f"DELETE FROM {ident} t WHERE {where}")
+        return {"older_than": cutoff, "dropped": int(row["n"]), "gc_horizon": list(horizon),
+                "watermark": list(watermark)}
+
+    def gc_watermark(self, t: "TableConfig") -> tuple[int, ...] | None:
+        """The newest source position that every partition of the table's topic has passed (the least, over its
+        partitions, of the newest position committed from each); None while a partition that delivered changes has
+        no recorded position (batches from before positions were recorded)."""
+        ledger = f"{self.cat}.{self.cfg.metadata_namespace}.ledger"
+        if not self.exists(ledger):
+            return None
+        rows = self.spark.sql(
+            f"SELECT `partition`, max_position, events_read - events_skipped - dead_letters AS changes FROM {ledger} "
+            f"WHERE pipeline = '{self.cfg.pipeline}' AND table_name = '{t.target}' AND topic = '{t.topic}' "
+            "AND status = 'committed'").collect()
+        newest: dict[int, tuple[int, ...]] = {}
+        changed: set[int] = set()
+        for r in rows:
+            if r["changes"]:
+                changed.add(r["partition"])
+            if r["max_position"]:
+                pos = tuple(json.loads(r["max_position"]))
+                newest[r["partition"]] = max(pos, newest.get(r["partition"], pos))
+        if not newest or changed - set(newest):
+            return None
+        return min(newest.values())
 
     def run(self, tables: tuple["TableConfig", ...]) -> None:
         for t in tables:

@@ -14,7 +14,7 @@ oracle), :mod:`.serializers` (JsonConverter / Confluent Avro), :mod:`.delivery`
 (redelivery/reordering, reference replay, producers).
 """
 
-from .delivery import interleave, move_later, produce, produce_fast, redeliver, replay
+from .delivery import compact_deletes, interleave, move_later, produce, produce_fast, redeliver, replay
 from .generator import DEFAULT_WEIGHTS, ChangeEventGenerator, GeneratorConfig
 from .model import (
     TOAST_PLACEHOLDER,
@@ -49,6 +49,7 @@ __all__ = [
     "TableSchema",
     "avro_key_schema",
     "avro_value_schema",
+    "compact_deletes",
     "connect_key_schema",
     "connect_value_schema",
     "decode_decimal",

@@ -69,18 +69,35 @@ def move_later(
     return out
 
 
+def compact_deletes(records: Sequence[Record], rng: random.Random, fraction: float = 0.7) -> list[Record]:
+    """Drop delete events that their tombstone directly follows, as Kafka log compaction may
+    (``cleanup.policy=compact`` keeps only a key's newest record: the tombstone). Deletes of a primary-key change
+    (a create at the same position) are kept: the create's unchanged TOAST values come from them."""
+    creates_at = {r.position for r in records if r.op == "c"}
+    out: list[Record] = []
+    for i, r in enumerate(records):
+        nxt = records[i + 1] if i + 1 < len(records) else None
+        if (r.op == "d" and r.position not in creates_at and nxt is not None and nxt.is_tombstone
+                and nxt.key == r.key and nxt.partition == r.partition and rng.random() < fraction):
+            continue
+        out.append(r)
+    return out
+
+
 def replay(records: Iterable[Record]) -> dict[Any, Row]:
     """Rebuild the final table from records only (the reference sink).
 
     Rules: order by source position (stable, so duplicates are idempotent);
     ``c``/``r``/``u`` upsert ``after`` (TOAST placeholders keep the previous
-    value); ``d`` removes the key; ``t`` empties the table; tombstones are no-ops;
+    value: of the key itself, or for the ``c`` of a primary-key change, of the key deleted at the same position);
+    ``d`` removes the key; ``t`` empties the table; tombstones are no-ops;
     columns added by a schema change read as null in rows written before it.
     A record older than the last one applied for its key is ignored, which
     also absorbs redeliveries.
     """
     state: dict[Any, Row] = {}
     last_pos: dict[Any, tuple[int, ...]] = {}
+    deleted_at: dict[tuple[int, ...], Row] = {}  # position → the row a delete there removed (PK changes)
     newest: TableSchema | None = None
     for rec in sorted((r for r in records if r.value is not None), key=lambda r: r.position):
         if newest is None or rec.table.version > newest.version:
@@ -94,10 +111,12 @@ def replay(records: Iterable[Record]) -> dict[Any, Row]:
             continue
         last_pos[pk] = rec.position
         if op == "d":
-            state.pop(pk, None)
+            gone = state.pop(pk, None)
+            if gone is not None:
+                deleted_at[rec.position] = gone
             continue
         after = dict(rec.value["after"])  # type: ignore[index]
-        previous = state.get(pk, {})
+        previous = state.get(pk) or (deleted_at.get(rec.position, {}) if op == "c" else {})
         for name, value in after.items():
             if value == TOAST_PLACEHOLDER:
                 after[name] = previous.get(name)

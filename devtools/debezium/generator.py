@@ -325,13 +325,7 @@ class ChangeEventGenerator:
                 changes = {c.name: self._value(c) for c in cols}
             new = {**old, **changes}
             self.rows[pk] = new
-            after = dict(new)
-            if self.table.connector == "postgresql":
-                for col in self.table.value_columns:
-                    value = old[col.name]
-                    unchanged = col.name not in changes or changes[col.name] == value
-                    if col.toastable and unchanged and isinstance(value, str) and len(value) >= TOAST_THRESHOLD:
-                        after[col.name] = TOAST_PLACEHOLDER
+            after = self._toasted(old, new, changes)
             position = self._next_position("u", True)
             return self._emit("u", self.table.key_of(new), self._old_image(old, "u"), after, position)
 
@@ -355,8 +349,20 @@ class ChangeEventGenerator:
             self.ever_seen.add(new_pk)
             position = self._next_position("pk", False)
             out = self._emit("d", self.table.key_of(old), self._old_image(old, "d"), None, position)
-            out += self._emit("c", self.table.key_of(new), None, dict(new), position)
+            # PostgreSQL sends unchanged TOASTed values of the new row as placeholders here too
+            out += self._emit("c", self.table.key_of(new), None, self._toasted(old, new, {}), position)
             return out
+
+    def _toasted(self, old: Row, new: Row, changes: Row) -> Row:
+        """The ``after`` image PostgreSQL sends: unchanged TOASTed values replaced by the placeholder."""
+        after = dict(new)
+        if self.table.connector == "postgresql":
+            for col in self.table.value_columns:
+                value = old[col.name]
+                unchanged = col.name not in changes or changes[col.name] == value
+                if col.toastable and unchanged and isinstance(value, str) and len(value) >= TOAST_THRESHOLD:
+                    after[col.name] = TOAST_PLACEHOLDER
+        return after
 
     def truncate(self) -> list[Record]:
         with self.transaction():

@@ -26,25 +26,8 @@ from typing import Sequence
 import pyarrow as pa
 
 from cdc.decode.model import Column
+from cdc.decode.widening import ADD, WIDEN, Change, Incompatible, merge_type
 from cdc.errors import SchemaEvolutionError
-
-ADD, WIDEN = "add", "widen"
-_OFFSET_WIDTH = ((pa.string(), pa.large_string()), (pa.binary(), pa.large_binary()))
-
-
-@dataclass(frozen=True)
-class Change:
-    """One table change: ``add`` a (nested) column or ``widen`` its type. ``path`` uses Iceberg/Spark names
-    (``element`` for list items, ``value`` for map values)."""
-
-    kind: str
-    path: tuple[str, ...]
-    new: pa.DataType
-    old: pa.DataType | None = None
-
-    @property
-    def column(self) -> str:
-        return ".".join(self.path)
 
 
 @dataclass(frozen=True)
@@ -52,65 +35,6 @@ class Plan:
     columns: list[Column]  # the batch's row columns: table order, widened, dropped kept, new appended
     changes: list[Change] = field(default_factory=list)  # what the table needs (empty for a new table)
     ignored: list[str] = field(default_factory=list)  # new source columns left out (allow_field_addition: false)
-
-
-class Incompatible(Exception):
-    """A source type the table column cannot take. ``column`` is the path ("c", "c.element", "s.f")."""
-
-    def __init__(self, column: str, old: pa.DataType, new: pa.DataType):
-        super().__init__(f"column {column!r}: {old} → {new}")
-        self.column, self.old, self.new = column, old, new
-
-    @property
-    def top(self) -> str:
-        """The top-level column."""
-        return self.column.split(".", 1)[0]
-
-
-def merge_type(old: pa.DataType, new: pa.DataType, path: tuple[str, ...], add_fields: bool = True
-               ) -> tuple[pa.DataType, list[Change]]:
-    """The column type after taking ``new`` values into an ``old`` column, and the changes that needs.
-
-    Raises ``Incompatible`` for anything that is neither a fit nor a safe widening.
-    """
-    if old.equals(new):
-        return old, []
-    for small, large in _OFFSET_WIDTH:  # Arrow offset width only: same Iceberg type
-        if {old, new} == {small, large}:
-            return old, []
-    if (old, new) in ((pa.int32(), pa.int64()), (pa.float32(), pa.float64())):
-        return new, [Change(WIDEN, path, new, old)]
-    if (old, new) in ((pa.int64(), pa.int32()), (pa.float64(), pa.float32())):
-        return old, []  # values fit
-    if pa.types.is_decimal(old) and pa.types.is_decimal(new) and old.scale == new.scale:
-        if new.precision > old.precision:
-            return new, [Change(WIDEN, path, new, old)]
-        return old, []
-    if pa.types.is_list(old) and pa.types.is_list(new) or pa.types.is_large_list(old) and pa.types.is_large_list(new):
-        t, changes = merge_type(old.value_type, new.value_type, (*path, "element"), add_fields)
-        return (old if not changes else pa.list_(t)), changes
-    if pa.types.is_map(old) and pa.types.is_map(new):
-        if not old.key_type.equals(new.key_type):
-            raise Incompatible(".".join((*path, "key")), old.key_type, new.key_type)
-        t, changes = merge_type(old.item_type, new.item_type, (*path, "value"), add_fields)
-        return (old if not changes else pa.map_(old.key_type, t)), changes
-    if pa.types.is_struct(old) and pa.types.is_struct(new):
-        news = {new.field(i).name: new.field(i).type for i in range(new.num_fields)}
-        fields, changes = [], []
-        for i in range(old.num_fields):
-            f = old.field(i)
-            if f.name in news:
-                t, sub = merge_type(f.type, news.pop(f.name), (*path, f.name), add_fields)
-                fields.append(pa.field(f.name, t))
-                changes += sub
-            else:
-                fields.append(pa.field(f.name, f.type))
-        if add_fields:
-            for name, t in news.items():
-                fields.append(pa.field(name, t))
-                changes.append(Change(ADD, (*path, name), t))
-        return (old if not changes else pa.struct(fields)), changes
-    raise Incompatible(".".join(path), old, new)
 
 
 def plan(existing: Sequence[Column], source: Sequence[Column], allow_field_addition: bool = True) -> Plan:

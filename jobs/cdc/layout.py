@@ -23,7 +23,8 @@ import pyarrow as pa
 from cdc.decode.model import Column
 
 # ---- ordering columns ------------------------------------------------------------------------------------------------
-POSTGRES_ORDERING = ("__lsn",)
+POSTGRES_ORDERING = ("__lsn",)  # tables created before commit ordering (still read and written that way)
+POSTGRES_COMMIT_ORDERING = ("__last_commit_lsn", "__lsn")  # source.sequence: [last commit LSN, LSN]
 MYSQL_ORDERING = ("__binlog_file_seq", "__binlog_pos", "__binlog_row")
 EXPLICIT_PREFIX = "__ord_"
 
@@ -98,7 +99,7 @@ def position_columns(ordering: Sequence[str], staged: bool) -> tuple[str, ...]:
 
 def is_meta(name: str) -> bool:
     """Is ``name`` a column the job adds to a target table (never a source column)?"""
-    return (name in TARGET_FIXED or name == DELETED or name in POSTGRES_ORDERING or name in MYSQL_ORDERING
+    return (name in TARGET_FIXED or name == DELETED or name in POSTGRES_COMMIT_ORDERING or name in MYSQL_ORDERING
             or name.startswith(EXPLICIT_PREFIX))
 
 

@@ -45,6 +45,7 @@ class LedgerRange:
     events_read: int = 0
     events_skipped: int = 0
     dead_letters: int = 0
+    max_position: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,7 @@ class Ledger:
         values = ", ".join(
             f"({lit(self.pipeline)}, {lit(table)}, {int(batch_id)}, {lit(mode)}, {lit(r.topic)}, {int(r.partition)}, "
             f"{int(r.start)}, {int(r.end)}, 'claimed', {_NULLS}, {lit(run_id)}, {lit(process_owner())}, "
-            "current_timestamp())" for r in ranges)
+            "current_timestamp(), CAST(NULL AS STRING))" for r in ranges)
         src = f"SELECT * FROM (VALUES {values}) AS v({_COLUMNS})"
         sql = (f"MERGE INTO {self.name} l USING ({src}) s ON l.pipeline = s.pipeline AND l.table_name = s.table_name "
                "AND l.batch_id = s.batch_id WHEN NOT MATCHED THEN INSERT *")
@@ -223,7 +224,7 @@ class Ledger:
         values = ", ".join(
             f"({lit(self.pipeline)}, {lit(table)}, {int(batch_id)}, 'reset', {lit(topic)}, {int(p)}, {int(old)}, "
             f"{int(new)}, 'committed', 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, current_timestamp(), {lit(run_id)}, "
-            f"{lit(process_owner())}, current_timestamp())" for p, (old, new) in sorted(moves.items()))
+            f"{lit(process_owner())}, current_timestamp(), NULL)" for p, (old, new) in sorted(moves.items()))
         self._write("cursor reset", table, f"INSERT INTO {self.name} VALUES {values}")
 
     def release(self, table: str, batch_id: int, run_id: str) -> None:
@@ -277,9 +278,13 @@ class Ledger:
             cases = " ".join(f"WHEN {int(r.partition)} THEN {int(getattr(r, field))}" for r in ranges)
             return f"{field} = CASE `partition` {cases} ELSE 0 END"
 
+        positions = [f"WHEN {int(r.partition)} THEN {lit(json.dumps(list(r.max_position)))}" for r in ranges
+                     if r.max_position is not None]
         sets = ["status = 'staged'", per_partition("events_read"), per_partition("events_skipped"),
                 per_partition("dead_letters"),
                 f"truncate_barrier = {lit(json.dumps(list(barrier))) if barrier else 'NULL'}",
+                "max_position = " + (("CASE `partition` " + " ".join(positions) + " ELSE NULL END") if positions
+                                     else "NULL"),
                 "staged_at = current_timestamp()"]
         self._write("update", table, f"UPDATE {self.name} SET {', '.join(sets)} WHERE {self._where(table)} "
                                      f"AND batch_id = {int(batch_id)} AND run_id = {lit(run_id)}")
@@ -303,4 +308,4 @@ _NULLS = ("CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAS
           "CAST(NULL AS STRING), CAST(NULL AS TIMESTAMP), CAST(NULL AS TIMESTAMP)")
 _COLUMNS = ("pipeline, table_name, batch_id, mode, topic, `partition`, start_offset, end_offset, status, events_read, "
             "events_skipped, dead_letters, inserted, updated, deleted, target_snapshot_id, truncate_barrier, "
-            "phase_seconds, staged_at, committed_at, run_id, owner, claimed_at")
+            "phase_seconds, staged_at, committed_at, run_id, owner, claimed_at, max_position")

@@ -30,6 +30,8 @@ LEDGER_COLUMNS = (
     ("inserted", "bigint"), ("updated", "bigint"), ("deleted", "bigint"), ("target_snapshot_id", "bigint"),
     ("truncate_barrier", "string"), ("phase_seconds", "string"), ("staged_at", "timestamp"),
     ("committed_at", "timestamp"), ("run_id", "string"), ("owner", "string"), ("claimed_at", "timestamp"),
+    # newest source position of the partition's changes in the batch (JSON list; NULL: none, or an older ledger)
+    ("max_position", "string"),
 )
 DEAD_LETTER_COLUMNS = (
     ("pipeline", "string"), ("table_name", "string"), ("batch_id", "bigint"), ("topic", "string"),

@@ -3,7 +3,13 @@
 Kafka offsets order events only within one partition and only as delivered; replays, redeliveries and connector
 restarts break that. The source database's own log position does not lie:
 
-* PostgreSQL: ``source.lsn`` (WAL position of the change) → column ``__lsn``.
+* PostgreSQL: ``(last commit LSN, LSN)`` from ``source.sequence`` → ``__last_commit_lsn``, ``__lsn``. Debezium
+  streams whole transactions in commit order; ``sequence[0]`` is the LSN of the last commit before the event's
+  transaction, so it orders transactions by commit, and ``source.lsn`` orders the changes inside one. (The LSN alone
+  does not: a transaction that began before a snapshot and committed after it has changes with LSNs below the
+  snapshot's.) Snapshot reads carry ``[null, S]``: they get ``(S - 1, S)``, before every transaction streamed after
+  the snapshot. Events without ``sequence`` (Debezium before 1.4) use ``(LSN, LSN)``, i.e. LSN order.
+  Tables created before this ordering keep ``__lsn`` alone (kind ``postgresql_lsn``).
 * MySQL/MariaDB: ``(binlog file number, source.pos, source.row)`` → ``__binlog_file_seq``, ``__binlog_pos``,
   ``__binlog_row``. The file number is parsed from the name (``mysql-bin.000010`` → 10), so a rotation
   (``.000009`` → ``.000010`` with ``pos`` reset) still orders correctly.
@@ -22,9 +28,11 @@ from typing import Any, Sequence
 
 from cdc.errors import OrderingError
 
-POSTGRES = ("__lsn",)
-MYSQL = ("__binlog_file_seq", "__binlog_pos", "__binlog_row")
+from cdc.layout import MYSQL_ORDERING as MYSQL, POSTGRES_COMMIT_ORDERING, POSTGRES_ORDERING as POSTGRES, \
+    explicit_ordering_column
+
 _AUTO = {"postgresql": "postgresql", "mysql": "mysql", "mariadb": "mysql"}
+_SEQUENCE = re.compile(r'^\s*\[\s*(?:null|"(\d+)")\s*,')
 _FILE_SEQ = re.compile(r"(\d+)\s*$")
 
 
@@ -32,20 +40,26 @@ _FILE_SEQ = re.compile(r"(\d+)\s*$")
 class Ordering:
     """How to get the ordering tuple of an event of one table."""
 
-    kind: str  # postgresql | mysql | explicit
+    kind: str  # postgresql | postgresql_lsn | mysql | explicit
     paths: tuple[str, ...] = ()  # explicit only: field paths like "source.lsn"
 
     @property
     def columns(self) -> tuple[str, ...]:
         if self.kind == "postgresql":
+            return POSTGRES_COMMIT_ORDERING
+        if self.kind == "postgresql_lsn":
             return POSTGRES
         if self.kind == "mysql":
             return MYSQL
-        return tuple("__ord_" + re.sub(r"[^A-Za-z0-9_]", "_", p) for p in self.paths)
+        return tuple(explicit_ordering_column(p) for p in self.paths)
 
-    def values(self, source: dict[str, Any], envelope_ts_ms: int | None = None) -> tuple[int, ...]:
+    def values(self, source: dict[str, Any], envelope_ts_ms: int | None = None, op: str | None = None
+               ) -> tuple[int, ...]:
         """The ordering tuple of one event; ``OrderingError`` when a position is missing or not an integer."""
         if self.kind == "postgresql":
+            lsn = _int(source.get("lsn"), "source.lsn")
+            return (last_commit_lsn(source.get("sequence"), lsn, op), lsn)
+        if self.kind == "postgresql_lsn":
             return (_int(source.get("lsn"), "source.lsn"),)
         if self.kind == "mysql":
             return (binlog_file_seq(source.get("file")), _int(source.get("pos"), "source.pos"),
@@ -79,9 +93,21 @@ def from_columns(columns: Sequence[str]) -> Ordering | None:
     names = set(columns)
     if set(MYSQL) <= names:
         return Ordering("mysql")
-    if set(POSTGRES) <= names:
+    if set(POSTGRES_COMMIT_ORDERING) <= names:
         return Ordering("postgresql")
+    if set(POSTGRES) <= names:
+        return Ordering("postgresql_lsn")
     return None
+
+
+def last_commit_lsn(sequence: Any, lsn: int, op: str | None) -> int:
+    """``source.sequence`` (a JSON text ``["<last commit LSN>", "<LSN>"]``) → the commit part of the position.
+
+    No commit LSN (snapshot reads: ``[null, S]``; Debezium before 1.4: no field): ``lsn - 1`` for a snapshot read
+    (before anything streamed after the snapshot), else ``lsn``."""
+    if isinstance(sequence, str) and (m := _SEQUENCE.match(sequence)) and m.group(1) is not None:
+        return int(m.group(1))
+    return lsn - 1 if op == "r" else lsn
 
 
 def binlog_file_seq(name: Any) -> int:

@@ -219,6 +219,9 @@ class TableRun:
                 return
             with phase(result, "recover"):
                 key, (kind, paths) = staged_key_and_ordering(self.spark, self.names.staging)
+                if kind == "postgresql" and from_columns(
+                        [c.name for c in existing_columns(self.spark, self.names.staging)]) != Ordering(kind):
+                    kind = "postgresql_lsn"  # staged before commit ordering existed (cdc.ordering)
                 ordering = Ordering(kind, paths)
                 row_cols = self.row_columns_of_staging(ordering)
             self.merge_and_commit(TableResult(self.t.target, self.t.topic), pending.batch_id, row_cols, key, ordering)
@@ -292,9 +295,9 @@ class TableRun:
         with phase(result, "ledger"):
             zero = PartitionCounts(0, 0, 0, 0)
             self.ledger.mark_staged(self.t.target, batch_id, self.run_id, [
-                LedgerRange(self.t.topic, r.partition, r.start, r.end, counts.get(r.partition, zero).events_read,
-                            counts.get(r.partition, zero).events_skipped, counts.get(r.partition, zero).dead_letters)
-                for r in ranges], stats.truncate)
+                LedgerRange(self.t.topic, r.partition, r.start, r.end, c.events_read, c.events_skipped,
+                            c.dead_letters, c.max_position)
+                for r in ranges for c in [counts.get(r.partition, zero)]], stats.truncate)
         checkpoint("after_staged")
         result.events_read = sum(c.events_read for c in counts.values())
         result.events_skipped = sum(c.events_skipped for c in counts.values())

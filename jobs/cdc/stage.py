@@ -24,6 +24,7 @@ class PartitionCounts:
     events_read: int
     events_skipped: int
     dead_letters: int
+    max_position: tuple[int, ...] | None = None  # newest source position among the partition's change events
 
 
 def stage(spark: Any, spec: ReadSpec, chunks: Sequence[Chunk], names: TableNames) -> None:
@@ -67,12 +68,15 @@ def batch_stats(spark: Any, staging: str, batch_id: int, ordering: Sequence[str]
     rows = spark.sql(
         f"SELECT __partition AS p, count(*) AS n, sum(IF(__kind IN ({skipped}), 1, 0)) AS s, "
         f"sum(IF(__kind = 'error', 1, 0)) AS e, array_distinct(flatten(collect_list(__unavailable))) AS u, "
-        f"max(IF(__kind = 'change' AND __op = 't', {position}, NULL)) AS t "
+        f"max(IF(__kind = 'change' AND __op = 't', {position}, NULL)) AS t, "
+        f"max(IF(__kind = 'change', {position}, NULL)) AS m "
         f"FROM {staging} WHERE batch_id = {int(batch_id)} GROUP BY __partition"
     ).collect()
     truncates = [tuple(int(v) for v in r["t"]) for r in rows if r["t"] is not None]
     return BatchStats(
-        partitions={int(r["p"]): PartitionCounts(int(r["p"]), int(r["n"]), int(r["s"]), int(r["e"])) for r in rows},
+        partitions={int(r["p"]): PartitionCounts(int(r["p"]), int(r["n"]), int(r["s"]), int(r["e"]),
+                                                 tuple(int(v) for v in r["m"]) if r["m"] is not None else None)
+                    for r in rows},
         toast_columns=tuple(sorted({c for r in rows for c in (r["u"] or [])})),
         truncate=max(truncates) if truncates else None,
     )

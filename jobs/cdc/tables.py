@@ -122,6 +122,10 @@ def ensure_meta_tables(spark: Any, cfg: PipelineConfig) -> None:
               f"TBLPROPERTIES ({props_sql({**cow, **iso})})")
     spark.sql(f"CREATE TABLE IF NOT EXISTS {n}.dead_letters ({DEAD_LETTERS_DDL}) USING iceberg "
               f"TBLPROPERTIES ({props_sql()})")
+    have = {f.name for f in spark.table(f"{n}.ledger").schema.fields}
+    for name, sql_type in LEDGER_COLUMNS:  # a ledger created by an older version gains the newer columns
+        if name not in have:
+            spark.sql(f"ALTER TABLE {n}.ledger ADD COLUMN {q(name)} {sql_type}")
 
 
 def ensure_staging(spark: Any, name: str, columns: Sequence[Column]) -> None:

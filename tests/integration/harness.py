@@ -32,9 +32,9 @@ from typing import Any, Callable
 
 import yaml
 
-from devtools.debezium import (AvroSerializer, ChangeEventGenerator, GeneratorConfig, JsonSerializer, move_later,
-                               produce, redeliver, replay)
-from tests.conftest import unique
+from devtools.debezium import (AvroSerializer, ChangeEventGenerator, GeneratorConfig, JsonSerializer,
+                               compact_deletes, move_later, produce, redeliver, replay)
+from tests.conftest import REPO, unique
 from tests.integration.cli import run_cli
 
 CRASH_POINTS = ("after_claim", "after_stage", "after_staged", "after_truncate", "after_merge", "before_commit",
@@ -53,6 +53,8 @@ class TableSpec:
     truncate_weight: float
     restarts: int  # connector restarts → redelivered windows
     adversarial: bool  # move_later (only without TOAST: a placeholder cannot be resolved before its base value)
+    compacted: bool = False  # compacted topic: most deletes are gone, their tombstones remain (not adversarial)
+    explicit_ordering: bool = False  # ordering: [source.lsn] instead of auto (PostgreSQL only)
 
 
 @dataclass
@@ -64,6 +66,8 @@ class Scenario:
     crash: str | None = None  # kill:<point> | sigkill:<seconds> | raise:<point> | None
     crash_run: int = 0  # which run crashes
     split: float = 1.0  # share of records produced before the first run (the rest after the crash run)
+    gc: bool = False  # tombstone GC (zero retention) after every run (not adversarial: see cdc.merge GC horizon)
+    tz: str = "UTC"  # time zone of the job subprocesses (lease ages must not depend on it)
 
     @staticmethod
     def random(seed: int, crash_kinds: tuple[str, ...] = (), crash_odds: float = 0.0, size: str = "small") -> "Scenario":
@@ -79,14 +83,18 @@ class Scenario:
                 partitions=rng.choice((1, 2, 3)),
                 replica_identity=rng.choice(("full", "default", "key")) if connector == "postgresql" else "full",
                 snapshot=rng.randint(0, 12), ops=ops, truncate_weight=rng.choice((0.0, 0.0, 0.05, 0.15)),
-                restarts=rng.randint(0, 3), adversarial=adversarial))
+                restarts=rng.randint(0, 3), adversarial=adversarial,
+                compacted=not adversarial and rng.random() < 0.25,
+                explicit_ordering=connector == "postgresql" and rng.random() < 0.15))
         batch_sizes = [rng.choice((3, 7, 15, 30, 80)) for _ in range(3)]
         crash = None
         if crash_kinds and rng.random() < crash_odds:
             kind = rng.choice(crash_kinds)
             crash = f"sigkill:{rng.uniform(10, 40):.1f}" if kind == "sigkill" else f"{kind}:{rng.choice(CRASH_POINTS)}"
         return Scenario(seed=seed, fmt=rng.choice(("json", "json", "avro")), tables=tables, batch_sizes=batch_sizes,
-                        crash=crash, crash_run=rng.randint(0, 1), split=rng.choice((1.0, 0.5)))
+                        crash=crash, crash_run=rng.randint(0, 1), split=rng.choice((1.0, 0.5)),
+                        gc=not any(t.adversarial for t in tables) and rng.random() < 0.3,
+                        tz=rng.choice(("UTC", "America/New_York", "Asia/Tokyo")))
 
 
 @dataclass
@@ -109,8 +117,10 @@ class Outcome:
     def describe(self) -> str:
         s = self.scenario
         kinds = ",".join(f"{t.connector[:2]}/{t.delete_mode}/p{t.partitions}/{t.replica_identity}"
-                         f"{'/adv' if t.adversarial else ''}" for t in s.tables)
+                         f"{'/adv' if t.adversarial else ''}{'/compacted' if t.compacted else ''}"
+                         f"{'/explicit' if t.explicit_ordering else ''}" for t in s.tables)
         return (f"seed={s.seed} fmt={s.fmt} tables=[{kinds}] batches={s.batch_sizes} crash={s.crash} "
+                f"{'gc ' if s.gc else ''}tz={s.tz} "
                 f"runs={self.runs} {self.seconds:.0f}s")
 
 
@@ -127,6 +137,8 @@ def build_stream(spec: TableSpec) -> tuple[ChangeEventGenerator, list[Any]]:
     if spec.adversarial:
         records = move_later(records, rng, fraction=0.08, max_shift=25)
     assert replay(records) == gen.expected_rows(), "generator oracle and reference replay disagree"
+    if spec.compacted:
+        records = compact_deletes(records, rng)
     return gen, records
 
 
@@ -147,7 +159,8 @@ class Harness:
             "spark": {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
             "batch": {"read_timeout_seconds": 20, "chunk_size": 25},
             "tables": [{"topic": s.topic, "target": s.target, "delete_mode": s.spec.delete_mode,
-                        "max_dead_letter_ratio": 0.0} for s in streams],
+                        "max_dead_letter_ratio": 0.0, "compacted": s.spec.compacted,
+                        **({"ordering": ["source.lsn"]} if s.spec.explicit_ordering else {})} for s in streams],
         }
         if scenario.fmt == "avro":
             raw["schema_registry"] = {"url": self.registry.url}
@@ -227,10 +240,12 @@ class Harness:
             size = sizes[min(run, len(sizes) - 1)]
             if scenario.crash and run == scenario.crash_run and not out.crashed:
                 out.crashed = True
-                self.crash(scenario.crash, raw, size)
+                self.crash(scenario.crash, raw, size, scenario.tz)
                 self.refresh(raw)
             else:
                 results = self.run_inprocess(raw, size)
+                if scenario.gc:
+                    self.gc_tombstones(raw)
                 if all(r["status"] == "empty" for r in results):
                     if produced_rest:
                         break
@@ -246,18 +261,49 @@ class Harness:
             out.mismatches += compare(self.spark, f"lake.{s.target}", s)
             out.mismatches += check_ledger(self.spark, raw, s, self.broker)
 
-    def crash(self, how: str, raw: dict[str, Any], size: int) -> None:
+    def gc_tombstones(self, raw: dict[str, Any]) -> None:
+        """Maintenance's tombstone GC with zero retention (in-process, ``jobs/maintenance.py``)."""
+        import argparse
+        from datetime import datetime, timedelta, timezone
+
+        from cdc.config import parse_config
+
+        cfg = parse_config(raw)
+        args = argparse.Namespace(config="-", table=[], staging_retention_hours=1e6, tombstone_retention_hours=0,
+                                  snapshot_retention_hours=1e6, retain_last=100, orphan_retention_hours=1e6)
+        m = _maintenance().Maintenance(self.spark, cfg, args, datetime.now(timezone.utc) + timedelta(hours=1))
+        for t in cfg.tables:
+            tomb = f"lake.{cfg.metadata_namespace}.tombstones__{t.target.replace('.', '__')}"
+            if m.exists(tomb):
+                m.step(tomb, "gc_tombstones", lambda: m.gc_tombstones(t, tomb, "TIMESTAMP '9999-01-01 00:00:00Z'"))
+        failed = [s for s in m.steps if s["error"]]
+        assert not failed, failed
+
+    def crash(self, how: str, raw: dict[str, Any], size: int, zone: str = "UTC") -> None:
         kind, _, arg = how.partition(":")
+        tz = {"TZ": zone} if zone != "UTC" else {}
         if kind == "kill":
-            res = self.run_cli(raw, size, env={"CDC_KILL_AT": arg})
+            res = self.run_cli(raw, size, env={"CDC_KILL_AT": arg, **tz})
             assert res.returncode in (0, -signal.SIGKILL), f"unexpected exit {res.returncode}: {res.stderr[-2000:]}"
         elif kind == "sigkill":
-            res = self.run_cli(raw, size, kill_after=float(arg))
+            res = self.run_cli(raw, size, env=tz or None, kill_after=float(arg))
             assert res.returncode in (0, -signal.SIGKILL), f"unexpected exit {res.returncode}: {res.stderr[-2000:]}"
         elif kind == "raise":
             raise_at(arg, lambda: self.run_inprocess(raw, size))
         else:
             raise ValueError(how)
+
+
+def _maintenance() -> Any:
+    import importlib.util
+    import sys
+
+    if "cdc_maintenance_harness" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("cdc_maintenance_harness", REPO / "jobs" / "maintenance.py")
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        sys.modules["cdc_maintenance_harness"] = module
+    return sys.modules["cdc_maintenance_harness"]
 
 
 class Crash(BaseException):  # not Exception: must pass through the phase() wrappers

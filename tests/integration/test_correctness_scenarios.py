@@ -31,11 +31,7 @@ _spec.loader.exec_module(maintenance)  # type: ignore[union-attr]
 
 
 def gc_tombstones(p):
-    import argparse
-
-    args = argparse.Namespace(config="-", table=[], staging_retention_hours=72, tombstone_retention_hours=0,
-                              snapshot_retention_hours=168, retain_last=1, orphan_retention_hours=72)
-    m = maintenance.Maintenance(p.spark, p.cfg, args, datetime.now(timezone.utc) + timedelta(hours=1))
+    m = maintenance.Maintenance(p.spark, p.cfg, _gc_args(), datetime.now(timezone.utc) + timedelta(hours=1))
     m.run(p.cfg.tables)
     assert not [s for s in m.steps if s["error"]], m.steps
     tomb = maintenance.helper_tables(p.cfg, p.table)[1]
@@ -67,6 +63,32 @@ def _bounds(topic, start=None, end=None):
     from cdc.kafka.plan import Bounds
 
     return BackfillBounds(Bounds(), {topic: Bounds(start_offsets=start or {}, end_offsets=end or {})})
+
+
+def test_scenario_01_gc_keeps_tombstones_a_lagging_partition_has_not_passed(make_pipe):
+    p = make_pipe(partitions=2)
+    p.send(pg("c", 1, row(1, "a"), 100), pg("d", 1, row(1, "a"), 200))
+    p.send(pg("c", 5, row(5, "e"), 50), partition=1)  # partition 1 has only reached position 50
+    p.run()
+    gc = maintenance.Maintenance(p.spark, p.cfg, _gc_args(), datetime.now(timezone.utc) + timedelta(hours=1))
+    gc.run(p.cfg.tables)
+    assert [s["result"]["dropped"] for s in gc.steps if s["action"] == "gc_tombstones"] == [0]
+    p.send(pg("c", 7, row(7, "first time, late"), 150), pg("u", 1, row(1, "late"), 150), partition=1)
+    p.run()
+    assert p.rows() == {5: ("e", None), 7: ("first time, late", None)}  # inserted; 1 stays deleted
+    p.send(pg("c", 8, row(8, "h"), 300), partition=1)
+    p.run()
+    gc_tombstones(p)  # now both partitions are past 200: the tombstone goes, the horizon stays
+    p.send(pg("u", 1, row(1, "replayed"), 150), partition=1)
+    p.run()
+    assert sorted(p.rows()) == [5, 7, 8]
+
+
+def _gc_args():
+    import argparse
+
+    return argparse.Namespace(config="-", table=[], staging_retention_hours=72, tombstone_retention_hours=0,
+                              snapshot_retention_hours=168, retain_last=1, orphan_retention_hours=72)
 
 
 # ---- scenario 2: primary-key change + TOAST --------------------------------------------------------------------------

@@ -48,6 +48,10 @@ FAST = [
              batch_sizes=[6, 11, 25], split=0.5),
     Scenario(seed=102, fmt="avro", tables=[spec(1021, delete_mode="soft", replica_identity="default")],
              batch_sizes=[9, 4, 40], crash=f"raise:{random.Random(102).choice(CRASH_POINTS)}", crash_run=1),
+    # compacted topic (most deletes gone, tombstones left), explicit ordering, tombstone GC after every run
+    Scenario(seed=103, fmt="json", tables=[spec(1031, compacted=True, explicit_ordering=True, replica_identity="default",
+                                                restarts=3)],
+             batch_sizes=[7, 20, 13], gc=True),
 ]
 
 
@@ -64,5 +68,5 @@ def test_oracle_subprocess_crash_then_catch_up(harness, crash):
     how = f"kill:{rng.choice(CRASH_POINTS)}" if crash == "kill" else f"sigkill:{rng.uniform(8, 25):.1f}"
     scenario = Scenario(seed=200 + len(crash), fmt="json",
                         tables=[spec(2000 + len(crash), delete_mode=rng.choice(("hard", "soft")), ops=35)],
-                        batch_sizes=[15, 40], crash=how, crash_run=0)
+                        batch_sizes=[15, 40], crash=how, crash_run=0, tz="America/New_York")
     check(harness, scenario)

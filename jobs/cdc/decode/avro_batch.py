@@ -118,7 +118,7 @@ def _decode_group(spec: Any, topic: str, partition: int, group: Sequence[Message
     is_d = pc.equal(op, "d")
     change = pc.is_in(op, pa.array(["c", "u", "d", "r"]))
     source = table.column("source").combine_chunks()
-    ordering = _ordering(spec.ordering, source, table)
+    ordering = _ordering(spec.ordering, source, table, op)
     good = pc.or_(pc.is_in(op, pa.array(["t", "m"])), change)
     for a in ordering:
         good = pc.and_(good, pc.or_(pc.equal(op, "m"), pc.is_valid(a)))
@@ -162,15 +162,23 @@ def _decode_group(spec: Any, topic: str, partition: int, group: Sequence[Message
     return batch.filter(mask), rest
 
 
-def _ordering(ordering: Any, source: pa.StructArray, table: pa.Table) -> list[pa.Array]:
+def _ordering(ordering: Any, source: pa.StructArray, table: pa.Table, op: pa.Array) -> list[pa.Array]:
     n = len(source)
     names = {source.type.field(i).name for i in range(source.type.num_fields)}
 
     def field(name: str) -> pa.Array:
         return pc.struct_field(source, [name]) if name in names else pa.nulls(n, pa.int64())
 
-    if ordering.kind == "postgresql":
+    if ordering.kind == "postgresql_lsn":
         return [field("lsn").cast(pa.int64())]
+    if ordering.kind == "postgresql":  # (last commit LSN, LSN): see cdc.ordering.last_commit_lsn
+        lsn = field("lsn").cast(pa.int64())
+        seq = field("sequence").cast(pa.string()) if "sequence" in names else pa.nulls(n, pa.string())
+        commit = pc.struct_field(pc.extract_regex(pc.fill_null(seq, ""), r'^\s*\[\s*(?:null|"(?P<c>\d+)")\s*,'),
+                                 [0])
+        commit = pc.if_else(pc.equal(commit, ""), pa.nulls(n, pa.string()), commit).cast(pa.int64())
+        fallback = pc.if_else(pc.equal(op, "r"), pc.subtract(lsn, 1), lsn)
+        return [pc.coalesce(commit, fallback), lsn]
     if ordering.kind == "mysql":
         from cdc.ordering import binlog_file_seq
 

@@ -78,8 +78,10 @@ def vector_converter(f: ConnectField, target: pa.DataType) -> VecConv | None:
 def _ordering_fields(ordering: Any) -> tuple[set[str], set[str]]:
     """(source fields, envelope fields) the staging row reads besides the row image."""
     source, top = {"ts_ms"}, {"op", "source", "ts_ms"}
-    if ordering.kind == "postgresql":
+    if ordering.kind == "postgresql_lsn":
         source.add("lsn")
+    elif ordering.kind == "postgresql":
+        source |= {"lsn", "sequence"}
     elif ordering.kind == "mysql":
         source |= {"file", "pos", "row"}
     else:

@@ -27,7 +27,7 @@ from cdc.decode import Decoder, Sample
 from cdc.decode.envelope import RowPlan, row_plan, to_event
 from cdc.decode.model import TOMBSTONE, Column, Event
 from cdc.errors import DecodeError, SchemaEvolutionError
-from cdc.decode.widening import accepts, merge_columns, widen
+from cdc.decode.widening import Incompatible, accepts, merge_columns, merge_type
 from cdc.types import ConnectField, columns_of, converter, from_connect_json
 
 _INFERRED = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string(),
@@ -71,9 +71,9 @@ class JsonDecoder(Decoder):
                 if prev is None:
                     union[col.name] = col
                     continue
-                try:  # same column in several samples: widen, or newest (later sample) wins
-                    t = widen(prev.arrow_type, col.arrow_type, col.name)
-                except SchemaEvolutionError:
+                try:  # same column in several samples: the type holding both, or newest (later sample) wins
+                    t = merge_type(prev.arrow_type, col.arrow_type, (col.name,))[0]
+                except Incompatible:
                     t = col.arrow_type
                 union[col.name] = Column(col.name, t, prev.nullable or col.nullable, col.logical or prev.logical)
         return list(union.values())

@@ -4,10 +4,31 @@ from cdc.errors import OrderingError
 from cdc.ordering import Ordering, binlog_file_seq, from_columns, resolve
 
 
-def test_postgres_orders_by_lsn():
+def test_postgres_orders_by_commit_then_lsn():
     o = resolve("auto", "postgresql", "inv.c")
+    assert o.columns == ("__last_commit_lsn", "__lsn")
+    # real 1.x/2.x events: sequence = [last commit LSN, LSN] (../shared/fixtures/debezium: pg_*_value.json)
+    assert o.values({"lsn": 34466480, "sequence": '["34442256","34466480"]'}, op="u") == (34442256, 34466480)
+    assert o.values({"lsn": 34466480}, op="u") == (34466480, 34466480)  # Debezium < 1.4: LSN order
+
+
+def test_scenario_10_a_transaction_committed_after_the_snapshot_is_newer_than_the_snapshot_read():
+    """Snapshot at LSN S = 2000. Transaction T began before it (its change at LSN 1500) and committed after it, the
+    first transaction streamed after the snapshot (last commit LSN = S). By LSN alone T's change is older than the
+    snapshot row and was skipped; by (last commit LSN, LSN) it is newer."""
+    o = Ordering("postgresql")
+    snapshot_row = o.values({"lsn": 2000, "sequence": '[null,"2000"]'}, op="r")
+    in_flight = o.values({"lsn": 1500, "sequence": '["2000","1500"]'}, op="u")
+    assert in_flight > snapshot_row
+    assert Ordering("postgresql_lsn").values({"lsn": 1500}) < Ordering("postgresql_lsn").values({"lsn": 2000})
+    later_tx = o.values({"lsn": 1600, "sequence": '["2400","1600"]'}, op="u")  # commits after T
+    assert later_tx > in_flight
+
+
+def test_legacy_postgres_tables_keep_lsn_ordering():
+    o = Ordering("postgresql_lsn")
     assert o.columns == ("__lsn",)
-    assert o.values({"lsn": 34466480, "connector": "postgresql"}) == (34466480,)
+    assert o.values({"lsn": 34466480, "sequence": '["1","34466480"]'}) == (34466480,)
 
 
 def test_mysql_binlog_rotation_orders_by_file_number_then_pos_then_row():
@@ -37,7 +58,7 @@ def test_explicit_paths_accept_integer_strings_and_envelope_ts():
 @pytest.mark.parametrize("source", [{}, {"lsn": None}, {"lsn": "abc"}, {"lsn": True}])
 def test_missing_or_bad_lsn_is_an_ordering_error(source):
     with pytest.raises(OrderingError):
-        Ordering("postgresql").values(source)
+        Ordering("postgresql").values(source, op="u")
 
 
 def test_binlog_file_seq_rejects_names_without_number():
@@ -47,6 +68,7 @@ def test_binlog_file_seq_rejects_names_without_number():
 
 
 def test_from_columns_recognises_existing_tables():
-    assert from_columns(["id", "__lsn"]) == Ordering("postgresql")
+    assert from_columns(["id", "__lsn"]) == Ordering("postgresql_lsn")
+    assert from_columns(["id", "__last_commit_lsn", "__lsn"]) == Ordering("postgresql")
     assert from_columns(["id", "__binlog_file_seq", "__binlog_pos", "__binlog_row"]) == Ordering("mysql")
     assert from_columns(["id"]) is None

@@ -6,22 +6,24 @@ import pyarrow as pa
 import pytest
 
 from cdc.decode.model import Column
-from cdc.decode.widening import accepts, merge_columns, widen
+from cdc.decode.widening import Incompatible, accepts, merge_columns, merge_type
 from cdc.errors import SchemaEvolutionError
 
 
-def test_widen() -> None:
-    assert widen(pa.int32(), pa.int32()) == pa.int32()
-    assert widen(pa.int32(), pa.int64()) == pa.int64()
-    assert widen(pa.float32(), pa.float64()) == pa.float64()
-    assert widen(pa.decimal128(10, 2), pa.decimal128(12, 2)) == pa.decimal128(12, 2)
-    assert widen(pa.list_(pa.int32()), pa.list_(pa.int64())) == pa.list_(pa.int64())
-    for old, new in [(pa.int64(), pa.int32()), (pa.int64(), pa.string()), (pa.decimal128(10, 2), pa.decimal128(12, 3)),
-                     (pa.decimal128(12, 2), pa.decimal128(10, 2)), (pa.timestamp("us"), pa.timestamp("us", "UTC")),
-                     (pa.int32(), pa.float64())]:
-        with pytest.raises(SchemaEvolutionError) as err:
-            widen(old, new, "c")
-        assert err.value.column == "c" and err.value.old == old and err.value.new == new  # type: ignore[attr-defined]
+def test_merge_type_is_the_one_rule_set() -> None:
+    """Same type, widening (a table change), fit (narrower values: the column keeps its type) or Incompatible."""
+    assert merge_type(pa.int32(), pa.int32(), ("c",)) == (pa.int32(), [])
+    assert merge_type(pa.int32(), pa.int64(), ("c",))[0] == pa.int64()
+    assert merge_type(pa.float32(), pa.float64(), ("c",))[0] == pa.float64()
+    assert merge_type(pa.decimal128(10, 2), pa.decimal128(12, 2), ("c",))[0] == pa.decimal128(12, 2)
+    assert merge_type(pa.list_(pa.int32()), pa.list_(pa.int64()), ("c",))[0] == pa.list_(pa.int64())
+    assert merge_type(pa.int64(), pa.int32(), ("c",)) == (pa.int64(), [])  # fits
+    assert merge_type(pa.decimal128(12, 2), pa.decimal128(10, 2), ("c",)) == (pa.decimal128(12, 2), [])
+    for old, new in [(pa.int64(), pa.string()), (pa.decimal128(10, 2), pa.decimal128(12, 3)),
+                     (pa.timestamp("us"), pa.timestamp("us", "UTC")), (pa.int32(), pa.float64())]:
+        with pytest.raises(Incompatible) as err:
+            merge_type(old, new, ("c",))
+        assert (err.value.column, err.value.old, err.value.new) == ("c", old, new)
 
 
 def test_merge_columns() -> None:
