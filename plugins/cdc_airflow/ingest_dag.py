@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import DAG, Param, get_current_context, task
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
+from cdc_airflow.alerts import CdcFailureCallback
 from cdc_airflow.commands import plan_tables, summarize
+from cdc_airflow.options import AirflowConfig, airflow_options
 from cdc_airflow.params import backfill_interval_params, param_specs, to_request
 from cdc_airflow.settings import CdcSettings
 
@@ -36,15 +38,20 @@ def ingest_timetable(schedule: str | None) -> Any:
     return CronDataIntervalTimetable(schedule, timezone="UTC")
 
 
-def default_args(settings: CdcSettings) -> dict[str, Any]:
-    """Retries with exponential backoff; terminal job errors raise AirflowFailException and skip them."""
-    return {
+def default_args(settings: CdcSettings, pipeline: str | None = None,
+                 options: AirflowConfig | None = None) -> dict[str, Any]:
+    """Retries with exponential backoff; terminal job errors raise AirflowFailException and skip them. With a
+    pipeline, every task reports its final failure through ``CdcFailureCallback`` (``airflow.on_failure``)."""
+    args: dict[str, Any] = {
         "owner": "cdc",
         "retries": settings.retries,
         "retry_delay": timedelta(minutes=1),
         "retry_exponential_backoff": True,
         "max_retry_delay": timedelta(minutes=30),
     }
+    if pipeline is not None:
+        args["on_failure_callback"] = CdcFailureCallback(pipeline, (options or AirflowConfig()).on_failure)
+    return args
 
 
 def plan_run(settings: CdcSettings, config_path: str, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -75,15 +82,18 @@ def plan_run(settings: CdcSettings, config_path: str, params: dict[str, Any]) ->
     return [p.as_kwargs() for p in plans]
 
 
-def publish_run(planned: list[dict[str, Any]] | None, summaries: list[Any]) -> dict[str, Any]:
+def publish_run(planned: list[dict[str, Any]] | None, summaries: list[Any],
+                freshness: Any = None) -> dict[str, Any]:
     """Runs when plan did not skip (trigger rule none_skipped), also after failures, so partial results are
-    published; it fails when any planned table has no summary, which fails the DAG run."""
+    published; it fails when any planned table has no summary, which fails the DAG run. ``freshness()`` returns
+    the tables found stale (logged as warnings, reported under ``stale``)."""
     if not planned:
         raise AirflowFailException("planning failed: no tables to report on")
     report = summarize([s for s in summaries if isinstance(s, dict)], [p["table"] for p in planned])
     for row in report["tables"]:
         log.info("batch %s", json.dumps(row, sort_keys=True, default=str))
     log.info("totals %s", json.dumps(report["totals"], sort_keys=True))
+    report["stale"] = freshness() if freshness is not None else []
     if report["missing"]:
         raise AirflowFailException(f"no batch summary from {', '.join(report['missing'])} "
                                    "(their ingest task failed or the job printed no summary)")
@@ -93,8 +103,13 @@ def publish_run(planned: list[dict[str, Any]] | None, summaries: list[Any]) -> d
 def build_ingest_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
     from cdc_airflow.spark import CdcSparkSubmitOperator, submit_kwargs
 
+    from cdc_airflow.assets import outlet_aliases
+    from cdc_airflow.freshness import check_freshness
+
     names, topics = [t.target for t in cfg.tables], [t.topic for t in cfg.tables]
     config_path = str(cfg.source_path)
+    options = airflow_options(cfg)
+    timeout = timedelta(minutes=options.ingest_timeout_minutes(cfg.batch.max_records_per_partition))
     dag = DAG(
         dag_id=f"cdc_{cfg.pipeline}",
         description=f"CDC {cfg.pipeline}: {len(names)} table(s) from Kafka into Iceberg",
@@ -102,7 +117,7 @@ def build_ingest_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
         start_date=START,
         catchup=False,
         max_active_runs=1,
-        default_args=default_args(settings),
+        default_args=default_args(settings, cfg.pipeline, options),
         params={k: Param(spec.pop("default"), **spec) for k, spec in param_specs(names, topics).items()},
         tags=["cdc", f"pipeline:{cfg.pipeline}"],
         doc_md=f"Ingests Debezium topics of pipeline `{cfg.pipeline}` (config `{config_path}`) into Iceberg.\n\n"
@@ -123,12 +138,17 @@ def build_ingest_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
             application=settings.ingest_app,
             **submit_kwargs(settings, cfg, f"cdc-{cfg.pipeline}"),
             map_index_template="{{ task.table }}",
+            execution_timeout=timeout,
+            outlets=outlet_aliases(cfg),
+            emit_assets=(cfg.pipeline, cfg.catalog.name),
         ).expand_kwargs(planned)
 
         @task(task_id="publish", trigger_rule="none_skipped", retries=0)
         def publish() -> dict[str, Any]:
-            ti = get_current_context()["ti"]
-            return publish_run(ti.xcom_pull(task_ids="plan"), ti.xcom_pull(task_ids=["ingest"]) or [])
+            ctx = get_current_context()
+            ti = ctx["ti"]
+            return publish_run(ti.xcom_pull(task_ids="plan"), ti.xcom_pull(task_ids=["ingest"]) or [],
+                               lambda: check_freshness(settings, config_path, ctx))
 
         ingest >> publish()
     return dag

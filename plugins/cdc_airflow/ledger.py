@@ -145,3 +145,21 @@ def _ts(value: datetime | None) -> str | None:
     return value.isoformat(timespec="seconds") if value else None
 
 
+
+
+def newest_source_ts_ms(catalog: "CatalogConfig", identifier: str, column: str = "__source_ts_ms") -> int | None:
+    """The newest committed source timestamp of a target table (epoch ms): the largest upper bound of ``column``
+    over the current snapshot's data files (manifest metadata only, no data read). None: no table / no rows."""
+    table = load_table(catalog, identifier)
+    if table is None or table.current_snapshot() is None:
+        return None
+    from pyiceberg.conversions import from_bytes
+
+    try:
+        fid = table.schema().find_field(column).field_id
+    except ValueError:
+        return None
+    ftype = table.schema().find_type(fid)
+    bounds = [from_bytes(ftype, f.file.upper_bounds[fid])
+              for f in table.scan(selected_fields=(column,)).plan_files() if fid in (f.file.upper_bounds or {})]
+    return int(max(bounds)) if bounds else None

@@ -4,6 +4,7 @@ and garbage-collects tombstones older than the retention params."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import DAG, Param, get_current_context, task
@@ -11,6 +12,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from cdc_airflow.commands import maintenance_args
 from cdc_airflow.ingest_dag import START, default_args
+from cdc_airflow.options import airflow_options
 from cdc_airflow.settings import CdcSettings
 
 if TYPE_CHECKING:
@@ -51,6 +53,7 @@ def build_maintenance_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
 
     config_path = str(cfg.source_path)
     names = [t.target for t in cfg.tables]
+    options = airflow_options(cfg)
     with DAG(
         dag_id=f"cdc_{cfg.pipeline}_maintenance",
         description=f"Iceberg maintenance of CDC pipeline {cfg.pipeline}",
@@ -58,7 +61,7 @@ def build_maintenance_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
         start_date=START,
         catchup=False,
         max_active_runs=1,
-        default_args=default_args(settings),
+        default_args=default_args(settings, cfg.pipeline, options),
         params=maintenance_params(names),
         tags=["cdc", "maintenance", f"pipeline:{cfg.pipeline}"],
     ) as dag:
@@ -71,5 +74,6 @@ def build_maintenance_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
             application=settings.maintenance_app,
             **submit_kwargs(settings, cfg, f"cdc-{cfg.pipeline}-maintenance"),
             application_args=arguments(),
+            execution_timeout=timedelta(minutes=options.maintenance_timeout_minutes),
         )
     return dag

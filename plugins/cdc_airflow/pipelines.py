@@ -31,10 +31,14 @@ def load_pipelines(settings: CdcSettings) -> list[PipelineFile]:
     from cdc.config import load_config
     from cdc.errors import CdcError
 
+    from cdc_airflow.options import validate
+
     out: list[PipelineFile] = []
     for path in pipeline_files(settings.pipelines_dir):
         try:
-            out.append(PipelineFile(path, load_config(path)))
+            cfg = load_config(path)
+            validate(cfg)  # the airflow: and metrics: sections
+            out.append(PipelineFile(path, cfg))
         except CdcError as exc:
             out.append(PipelineFile(path, None, str(exc)))
     return out

@@ -46,13 +46,15 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
     template_fields = (*SparkSubmitOperator.template_fields, "table")
 
     def __init__(self, *, table: str | None = None, master: str | None = None, conn_id: str = "spark_default",
-                 pipeline_spark_conf: dict[str, str] | None = None, **kwargs: Any) -> None:
+                 pipeline_spark_conf: dict[str, str] | None = None, emit_assets: tuple[str, str] | None = None,
+                 **kwargs: Any) -> None:
         self.spark_conn_id = conn_id  # the configured connection
         self.hook_conn_id = override_conn_id(conn_id, master) if master else conn_id  # what the hook resolves
         super().__init__(conn_id=self.hook_conn_id, **kwargs)
         self.table = table
         self.master = master
         self.pipeline_spark_conf = dict(pipeline_spark_conf or {})
+        self.emit_assets = emit_assets  # (pipeline, catalog): asset events for committed data (cdc_airflow.assets)
 
     def execute(self, context: Any) -> dict[str, Any] | None:  # type: ignore[override]
         settings = load_settings()
@@ -76,7 +78,13 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
                     super().execute(context)
                 except AirflowException as exc:  # the provider's "spark-submit failed": our result says why
                     failure = exc
-            return job_outcome(cli.read_result(result_file), failure)
+            summary = job_outcome(cli.read_result(result_file), failure)
+        if self.emit_assets:
+            from cdc_airflow.assets import emit
+
+            for table in emit(context, *self.emit_assets, summary):
+                self.log.info("asset event for %s (committed data)", table)
+        return summary
 
 
 def job_outcome(result: cli.JobResult | None, failure: AirflowException | None) -> dict[str, Any] | None:

@@ -1,6 +1,7 @@
 """A fake ``spark-submit`` for operator/DAG tests: records its argv, prints Spark-like chatter and a job summary.
 
-Behaviour per table (``--table``) from env FAKE_SPARK_EXITS='{"<table>": <exit code>}' (default 0); every call
+Behaviour per table (``--table``) from env FAKE_SPARK_EXITS='{"<table>": <exit code>}' (default 0) and
+FAKE_SPARK_EMPTY='["<table>"]' (a committed batch that changed nothing: 0 inserted/updated/deleted); every call
 appends its argv and selected env as one JSON line to $FAKE_SPARK_LOG. Like the real job it reports its exit code,
 summary or error line to $CDC_RESULT_FILE (``cdc.cli_contract``), unless FAKE_SPARK_NO_RESULT is set (spark-submit
 failing before the job ran).
@@ -25,13 +26,17 @@ table = argv[argv.index("--table") + 1] if "--table" in argv else None
 code = json.loads(os.environ.get("FAKE_SPARK_EXITS") or "{{}}").get(table or "*", 0)
 print("24/01/01 10:00:00 INFO SparkContext: Running Spark version 3.5.8", flush=True)
 summary = error = None
+n = 0 if table in json.loads(os.environ.get("FAKE_SPARK_EMPTY") or "[]") else 3  # committed, nothing changed
 if code:
-    error = f"error: {{table}}: simulated failure with exit {{code}}"
+    cls = "ConfigError" if code == 2 else "KafkaUnavailable"
+    error = f"ERROR [{{cls}}] {{table}}: simulated failure with exit {{code}}"
     print(error, file=sys.stderr, flush=True)
 else:
-    summary = {{"pipeline": "fake", "mode": "incremental", "tables": [{{"table": table, "topic": "t",
+    mode = argv[argv.index("--mode") + 1] if "--mode" in argv else "incremental"
+    summary = {{"pipeline": "fake", "mode": mode, "tables": [{{"table": table, "topic": "t", "mode": mode,
         "status": "committed", "batch_id": 1, "ranges": [{{"partition": 0, "start": 0, "end": 5}}], "events_read": 5,
-        "events_skipped": 0, "dead_letters": 0, "inserted": 3, "updated": 1, "deleted": 1, "snapshot_id": 42,
+        "events_skipped": 0, "dead_letters": 0, "inserted": n, "updated": min(n, 1), "deleted": min(n, 1),
+        "snapshot_id": 42,
         "seconds": {{"plan": 0.1, "merge": 0.2}}}}]}}
     print(json.dumps(summary), flush=True)
 print("24/01/01 10:00:01 INFO ShutdownHookManager: Shutdown hook called", file=sys.stderr, flush=True)
