@@ -1,7 +1,8 @@
 """Entry point: one CDC micro-batch per table of a pipeline.
 
     python jobs/ingest.py --config pipelines/demo.yaml [--table inventory.customers ...] [--max-records N] [--dry-run]
-    spark-submit --py-files build/cdc.zip jobs/ingest.py --config ...
+    spark-submit --py-files build/cdc_iceberg-<version>-py3-none-any.whl jobs/ingest.py --config ...
+    cdc-ingest --config ...       # the installed package's entry point (pip install .)
 
 The last line of stdout is a JSON summary. Exit codes (``cdc.cli_contract.ExitCode``): 0 ok, 2 a person must act
 (config, schema, bad data), 75 transient (broker/registry down, concurrent run: retry later), 1 anything else.
@@ -15,8 +16,8 @@ import json
 import os
 import sys
 
-if __package__ in (None, "") and not any(p.endswith(".zip") for p in sys.path):
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # `cdc` next to this file (no --py-files)
+if __package__ in (None, ""):  # a script: `cdc` shipped with --py-files (wheel/zip) wins over jobs/cdc beside it
+    sys.path.sort(key=lambda p: not p.endswith((".whl", ".zip", ".egg")))
 
 from cdc import cli_contract as cli  # noqa: E402
 from cdc.cli_contract import ArgumentError, BackfillBounds, ExitCode  # noqa: E402

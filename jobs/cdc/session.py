@@ -1,25 +1,31 @@
 """The only SparkSession factory.
 
-It wires the Iceberg catalog from the pipeline config, finds the Iceberg Spark runtime jar (shipped in the PyPI wheel
-``snowpark-connect-deps-iceberg``) unless the user brings their own through ``spark.jars`` / ``spark.jars.packages``,
-pins the local driver to 127.0.0.1 (executors otherwise dial another address), makes Python workers use this
-interpreter (``PYSPARK_PYTHON``), and ships the ``cdc`` package to executors when it is not already shipped with
-``--py-files``.
+It wires the Iceberg catalog from the pipeline config, picks the jars (``cdc.jars``: the offline Iceberg runtime jar
+from the ``snowpark-connect-deps-iceberg`` wheel locally, Maven coordinates for clusters, unless the user brings
+``spark.jars`` / ``spark.jars.packages``), and decides what depends on the master **in effect**:
+
+* under ``spark-submit`` that is the master spark-submit put into the SparkConf (``--master``, the Airflow
+  ``spark_default`` connection, ``spark-defaults.conf``), unless the job's own ``--master`` overrides it;
+* otherwise the job's ``--master``, else the YAML's ``spark.master``, else ``local[*]``.
+
+Only a local master pins the driver to 127.0.0.1 (executors otherwise dial another address) and lets Python workers
+import ``cdc`` from where the driver did (``spark.executorEnv.PYTHONPATH``). On a cluster the driver address is
+Spark's to choose, and executors get ``cdc`` from the wheel passed with ``--py-files`` (README "Running on a
+cluster").
 """
 
 from __future__ import annotations
 
-import glob
 import os
 import sys
-import tempfile
-import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+from cdc import jars
 from cdc.config import PipelineConfig
 
-ICEBERG_JAR_GLOB = "iceberg-spark-runtime-3.5_2.12-*.jar"
+DEFAULT_MASTER = "local[*]"
+ARCHIVES = (".whl", ".zip", ".egg")  # what --py-files ships
 _EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 _CATALOG_IMPLS = {
     "glue": "org.apache.iceberg.aws.glue.GlueCatalog",
@@ -29,13 +35,19 @@ _CATALOG_IMPLS = {
 
 
 def iceberg_runtime_jar() -> str | None:
-    """Path of the Iceberg Spark runtime jar from the installed wheel, or None."""
-    try:
-        import snowpark_connect_deps_iceberg as pkg  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    found = sorted(glob.glob(os.path.join(os.path.dirname(pkg.__file__), "jars", ICEBERG_JAR_GLOB)))
-    return found[-1] if found else None
+    """Path of the Iceberg Spark runtime jar from the installed wheel, or None (see ``cdc.jars.bundled_jar``)."""
+    return jars.bundled_jar()
+
+
+def effective_master(submitted: str | None, cli_master: str | None, yaml_master: str | None) -> str:
+    """The master the session will run on (pure): the job's ``--master``, else what spark-submit put in the
+    SparkConf, else the YAML's ``spark.master``, else ``local[*]``."""
+    return cli_master or submitted or yaml_master or DEFAULT_MASTER
+
+
+def is_local(master: str) -> bool:
+    """``local``, ``local[N]``, ``local[*]``, ``local[N,F]`` and ``local-cluster[...]`` (all on this host)."""
+    return master == "local" or master.startswith(("local[", "local-cluster["))
 
 
 def catalog_conf(cfg: PipelineConfig) -> dict[str, str]:
@@ -54,8 +66,17 @@ def catalog_conf(cfg: PipelineConfig) -> dict[str, str]:
     return conf
 
 
-def session_conf(cfg: PipelineConfig, master: str | None = None) -> dict[str, str]:
-    """Every Spark setting the job needs (pure; user's ``spark:`` settings win)."""
+def session_conf(cfg: PipelineConfig, master: str | None = None, *, submitted: str | None = None,
+                 jar_mode: str = "auto", bundled_jar: str | None = None,
+                 package_dir: str | None = None) -> dict[str, str]:
+    """Every Spark setting the job needs (pure; the user's ``spark:`` settings win, except ``spark.master``).
+
+    ``master``: the job's ``--master``; ``submitted``: the master spark-submit put in the SparkConf (None when not
+    under spark-submit); ``package_dir``: the directory ``cdc`` was imported from when it is not in a shipped
+    archive (local Python workers get it on their path)."""
+    user = dict(cfg.spark)
+    in_effect = effective_master(submitted, master, user.get("spark.master"))
+    local = is_local(in_effect)
     conf: dict[str, str] = {
         "spark.sql.extensions": _EXTENSIONS,
         "spark.sql.session.timeZone": "UTC",
@@ -68,27 +89,41 @@ def session_conf(cfg: PipelineConfig, master: str | None = None) -> dict[str, st
         "spark.sql.iceberg.check-ordering": "false",
     }
     conf.update(catalog_conf(cfg))
-    user = dict(cfg.spark)
-    if "spark.jars" not in user and "spark.jars.packages" not in user:
-        jar = iceberg_runtime_jar()
-        if jar:
-            conf["spark.jars"] = jar
-    if (master or user.get("spark.master", "local")).startswith("local"):
-        conf.setdefault("spark.driver.host", "127.0.0.1")
-        conf.setdefault("spark.driver.bindAddress", "127.0.0.1")
+    if submitted is None:  # under spark-submit the JVM (and its classpath) exists already: jars are its business
+        conf.update(jars.jar_conf(user, jars.for_config(cfg), local, jar_mode, bundled_jar))
+    if local:
+        conf["spark.driver.host"] = "127.0.0.1"
+        conf["spark.driver.bindAddress"] = "127.0.0.1"
+        if package_dir:
+            conf["spark.executorEnv.PYTHONPATH"] = _join_path(package_dir, user.get("spark.executorEnv.PYTHONPATH"))
     conf.update(user)
+    conf["spark.master"] = in_effect
     return conf
 
 
-def _package_zip() -> str:
-    """Zip the ``cdc`` package (this file's parent) for executors; reuse it per process."""
-    pkg = Path(__file__).resolve().parent
-    out = Path(tempfile.gettempdir()) / f"cdc-pyfiles-{os.getpid()}.zip"
-    if not out.exists():
-        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
-            for f in pkg.rglob("*.py"):
-                zf.write(f, str(f.relative_to(pkg.parent)))
-    return str(out)
+def _join_path(first: str, rest: str | None) -> str:
+    return os.pathsep.join(p for p in (first, rest) if p)
+
+
+def submitted_master(env: Mapping[str, str] | None = None) -> str | None:
+    """The master spark-submit put into the SparkConf, or None when this process was not started by spark-submit.
+
+    Under spark-submit the JVM is up before Python runs, so asking it costs nothing; otherwise no JVM is started here
+    (the session's settings, e.g. ``spark.jars.packages``, must reach the JVM's launch)."""
+    if not (env if env is not None else os.environ).get("SPARK_ENV_LOADED"):
+        return None
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # attaches to spark-submit's gateway (PYSPARK_GATEWAY_PORT)
+    return SparkConf().get("spark.master", None)
+
+
+def package_dir() -> str | None:
+    """The directory ``cdc`` was imported from, or None when it came from a shipped archive (``--py-files``)."""
+    here = Path(__file__).resolve()
+    if any(part.endswith(ARCHIVES) for part in here.parts):
+        return None
+    return str(here.parent.parent)
 
 
 def build_session(cfg: PipelineConfig, app_name: str = "cdc-ingest", master: str | None = None) -> Any:
@@ -97,15 +132,13 @@ def build_session(cfg: PipelineConfig, app_name: str = "cdc-ingest", master: str
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    conf = session_conf(cfg, master, submitted=submitted_master(), jar_mode=os.environ.get(jars.JARS_ENV, "auto"),
+                        bundled_jar=jars.bundled_jar(), package_dir=package_dir())
     builder = SparkSession.builder.appName(app_name)
-    if master or not os.environ.get("SPARK_ENV_LOADED"):  # not under spark-submit: default to local
-        builder = builder.master(master or cfg.spark.get("spark.master", "local[*]"))
-    for k, v in session_conf(cfg, master).items():
+    for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("CDC_SPARK_LOG_LEVEL", "WARN"))
-    if ".zip" not in (Path(__file__).resolve().as_posix()):  # not shipped via --py-files: ship ourselves
-        spark.sparkContext.addPyFile(_package_zip())
     return spark
 
 

@@ -1,0 +1,107 @@
+"""The JVM jars the job needs, in one place: Maven coordinates for production, the offline wheel jar for local runs.
+
+Pure (standard library only), so the session factory, the Airflow side, the Dockerfile and people can all use it:
+
+    python -m cdc.jars                          # every production coordinate, comma-separated (for --packages)
+    python -m cdc.jars --config P.yaml          # only what this pipeline's catalog/warehouse needs
+
+* ``iceberg-spark-runtime`` always (the Iceberg catalog, SQL extensions, MERGE).
+* ``iceberg-aws-bundle`` for S3 (``S3FileIO``: ``s3://`` / ``s3a://`` warehouses, also needed by maintenance's
+  orphan-file removal there) and for the Glue catalog. The bundled offline jar has no AWS SDK.
+* the PostgreSQL JDBC driver for a ``jdbc`` catalog whose ``uri`` is ``jdbc:postgresql:…``.
+
+Which jars a session gets (``jar_conf``): the user's ``spark.jars`` / ``spark.jars.packages`` always win; otherwise
+``CDC_JARS`` decides: ``bundled`` (the Iceberg runtime jar from the ``snowpark-connect-deps-iceberg`` wheel, offline),
+``packages`` (``spark.jars.packages`` = the coordinates below, resolved by Spark from Maven or your
+``spark.jars.ivySettings`` mirror) or ``auto`` (default): ``packages`` when the master is not local or the pipeline
+needs more than the runtime jar, else ``bundled``. Under ``spark-submit`` the JVM has started before the job runs, so
+jars must be on the spark-submit command line (``--packages $(python -m cdc.jars --config P.yaml)``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+from typing import Any, Mapping, Sequence
+
+ICEBERG_VERSION = "1.10.2"
+SPARK_SCALA = "3.5_2.12"  # pyspark 3.5.x, Scala 2.12
+POSTGRESQL_JDBC_VERSION = "42.7.4"
+
+ICEBERG_SPARK_RUNTIME = f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_SCALA}:{ICEBERG_VERSION}"
+ICEBERG_AWS_BUNDLE = f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}"
+POSTGRESQL_JDBC = f"org.postgresql:postgresql:{POSTGRESQL_JDBC_VERSION}"
+ALL = (ICEBERG_SPARK_RUNTIME, ICEBERG_AWS_BUNDLE, POSTGRESQL_JDBC)
+
+BUNDLED_JAR_GLOB = f"iceberg-spark-runtime-{SPARK_SCALA}-*.jar"
+JARS_ENV = "CDC_JARS"
+MODES = ("auto", "bundled", "packages")
+USER_KEYS = ("spark.jars", "spark.jars.packages")
+
+
+def needed(catalog_type: str, warehouse: str | None, properties: Mapping[str, str]) -> tuple[str, ...]:
+    """Coordinates a catalog needs (pure): the runtime, plus the AWS bundle for S3/Glue, plus PostgreSQL for JDBC."""
+    out = [ICEBERG_SPARK_RUNTIME]
+    locations = [warehouse or "", *(str(v) for v in properties.values())]
+    if catalog_type == "glue" or any(v.startswith(("s3://", "s3a://", "s3n://")) for v in locations) \
+            or "S3FileIO" in str(properties.get("io-impl", "")):
+        out.append(ICEBERG_AWS_BUNDLE)
+    if catalog_type == "jdbc" and str(properties.get("uri", "")).startswith("jdbc:postgresql:"):
+        out.append(POSTGRESQL_JDBC)
+    return tuple(out)
+
+
+def bundled_jar() -> str | None:
+    """Path of the Iceberg Spark runtime jar from the installed ``snowpark-connect-deps-iceberg`` wheel, or None."""
+    try:
+        import snowpark_connect_deps_iceberg as pkg  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    found = sorted(glob.glob(os.path.join(os.path.dirname(pkg.__file__), "jars", BUNDLED_JAR_GLOB)))
+    return found[-1] if found else None
+
+
+def choose_mode(mode: str, local: bool, coords: Sequence[str], have_bundled: bool) -> str:
+    """``bundled`` or ``packages`` (pure). Raises ValueError for an unknown ``mode``."""
+    if mode not in MODES:
+        raise ValueError(f"{JARS_ENV}={mode!r}: expected one of {', '.join(MODES)}")
+    if mode != "auto":
+        return mode
+    return "bundled" if local and tuple(coords) == (ICEBERG_SPARK_RUNTIME,) and have_bundled else "packages"
+
+
+def jar_conf(user: Mapping[str, str], coords: Sequence[str], local: bool, mode: str = "auto",
+             bundled: str | None = None) -> dict[str, str]:
+    """The Spark jar settings for a session (pure): nothing when the user set their own."""
+    if any(k in user for k in USER_KEYS):
+        return {}
+    if choose_mode(mode, local, coords, bundled is not None) == "bundled" and bundled:
+        return {"spark.jars": bundled}
+    return {"spark.jars.packages": ",".join(coords)}
+
+
+def for_config(cfg: Any) -> tuple[str, ...]:
+    """Coordinates a ``PipelineConfig`` needs."""
+    c = cfg.catalog
+    return needed(c.type, c.warehouse, c.properties)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m cdc.jars", description="Maven coordinates of the job's jars")
+    p.add_argument("--config", help="only what this pipeline YAML needs (default: every production jar)")
+    p.add_argument("--lines", action="store_true", help="one per line instead of comma-separated")
+    args = p.parse_args(argv)
+    if args.config:
+        from cdc.config import load_config
+
+        coords = for_config(load_config(args.config))
+    else:
+        coords = ALL
+    print(("\n" if args.lines else ",").join(coords))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

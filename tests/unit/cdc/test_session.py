@@ -1,0 +1,91 @@
+"""The session factory's decisions, as pure functions: which master is in effect, when the driver is pinned to
+loopback, which jars a session gets. The real-cluster counterpart is tests/cluster/test_standalone_cluster.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdc import jars
+from cdc.config import parse_config
+from cdc.session import effective_master, is_local, session_conf
+
+
+def cfg(spark: dict[str, str] | None = None, catalog: dict[str, object] | None = None):
+    return parse_config({
+        "pipeline": "p", "kafka": {"bootstrap.servers": "127.0.0.1:1"}, "format": "json",
+        "catalog": catalog or {"name": "lake", "type": "hadoop", "warehouse": "/tmp/wh"},
+        "spark": spark or {}, "tables": [{"topic": "x", "target": "a.b"}],
+    })
+
+
+@pytest.mark.parametrize("submitted", ["spark://10.0.0.5:7077", "yarn", "k8s://https://api:6443"])
+def test_spark_submit_to_a_cluster_never_pins_the_driver(submitted: str) -> None:
+    """Regression: no YAML master and no --master under ``spark-submit --master <cluster>`` pinned 127.0.0.1."""
+    conf = session_conf(cfg(), None, submitted=submitted)
+    assert conf["spark.master"] == submitted
+    assert "spark.driver.host" not in conf and "spark.driver.bindAddress" not in conf
+    assert "spark.executorEnv.PYTHONPATH" not in conf
+
+
+@pytest.mark.parametrize("submitted,cli,yaml_master,expected", [
+    (None, None, None, "local[*]"),
+    (None, None, "spark://h:7077", "spark://h:7077"),
+    (None, "local[2]", "spark://h:7077", "local[2]"),
+    ("spark://h:7077", None, "local[4]", "spark://h:7077"),  # spark-submit's master wins over the YAML
+    ("spark://h:7077", "local[2]", None, "local[2]"),  # the job's own --master wins over everything
+    ("local[*]", None, None, "local[*]"),
+])
+def test_master_in_effect(submitted, cli, yaml_master, expected) -> None:
+    assert effective_master(submitted, cli, yaml_master) == expected
+    spark = {"spark.master": yaml_master} if yaml_master else {}
+    conf = session_conf(cfg(spark), cli, submitted=submitted, package_dir="/src/jobs")
+    assert conf["spark.master"] == expected
+    pinned = conf.get("spark.driver.bindAddress") == "127.0.0.1" and conf.get("spark.driver.host") == "127.0.0.1"
+    assert pinned is is_local(expected)
+    assert (conf.get("spark.executorEnv.PYTHONPATH") == "/src/jobs") is is_local(expected)
+
+
+def test_is_local() -> None:
+    assert all(is_local(m) for m in ("local", "local[1]", "local[*]", "local[2,3]", "local-cluster[2,1,1024]"))
+    assert not any(is_local(m) for m in ("yarn", "spark://h:7077", "k8s://https://h", "localhost:7077"))
+
+
+def test_user_settings_win_but_not_over_the_master_in_effect() -> None:
+    conf = session_conf(cfg({"spark.driver.host": "10.1.1.1", "spark.master": "local[4]"}), None,
+                        submitted="spark://h:7077")
+    assert conf["spark.driver.host"] == "10.1.1.1" and conf["spark.master"] == "spark://h:7077"
+
+
+def test_jars_local_default_is_the_offline_jar_and_clusters_get_coordinates() -> None:
+    bundled = "/venv/jars/iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
+    assert session_conf(cfg(), None, bundled_jar=bundled)["spark.jars"] == bundled
+    remote = session_conf(cfg(), "spark://h:7077", bundled_jar=bundled)
+    assert remote["spark.jars.packages"] == jars.ICEBERG_SPARK_RUNTIME and "spark.jars" not in remote
+    assert session_conf(cfg(), "spark://h:7077", bundled_jar=bundled, jar_mode="bundled")["spark.jars"] == bundled
+    # under spark-submit the JVM's classpath is spark-submit's (--jars/--packages): the session adds nothing
+    submitted = session_conf(cfg(), None, submitted="spark://h:7077", bundled_jar=bundled)
+    assert "spark.jars" not in submitted and "spark.jars.packages" not in submitted
+    own = session_conf(cfg({"spark.jars.packages": "g:a:1"}), None, bundled_jar=bundled)
+    assert own["spark.jars.packages"] == "g:a:1" and "spark.jars" not in own
+
+
+def test_jar_set_follows_catalog_and_warehouse() -> None:
+    s3 = cfg(catalog={"name": "lake", "type": "hadoop", "warehouse": "s3a://bucket/wh"})
+    assert jars.for_config(s3) == (jars.ICEBERG_SPARK_RUNTIME, jars.ICEBERG_AWS_BUNDLE)
+    # S3 needs the AWS bundle even locally: the offline jar cannot serve it
+    assert session_conf(s3, "local[2]", bundled_jar="/x.jar")["spark.jars.packages"] == \
+        f"{jars.ICEBERG_SPARK_RUNTIME},{jars.ICEBERG_AWS_BUNDLE}"
+    glue = cfg(catalog={"name": "lake", "type": "glue", "warehouse": "/wh"})
+    assert jars.ICEBERG_AWS_BUNDLE in jars.for_config(glue)
+    pg = cfg(catalog={"name": "lake", "type": "jdbc", "warehouse": "/wh",
+                      "properties": {"uri": "jdbc:postgresql://db:5432/iceberg"}})
+    assert jars.for_config(pg) == (jars.ICEBERG_SPARK_RUNTIME, jars.POSTGRESQL_JDBC)
+    assert set(jars.ALL) == {jars.ICEBERG_SPARK_RUNTIME, jars.ICEBERG_AWS_BUNDLE, jars.POSTGRESQL_JDBC}
+    with pytest.raises(ValueError, match="CDC_JARS"):
+        jars.choose_mode("maven", True, jars.ALL, True)
+
+
+def test_submitted_master_starts_no_jvm_outside_spark_submit() -> None:
+    from cdc.session import submitted_master
+
+    assert submitted_master({}) is None
