@@ -7,15 +7,17 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-unit test-integration demo demo-stop soak bench pyfiles clean
+.PHONY: venv test test-unit test-integration demo demo-stop soak bench wheel clean
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@command -v java >/dev/null || { echo "Java 17 is required (apt-get install -y openjdk-17-jre-headless)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip 2>&1 | { grep -v "^WARNING: Location" || true; }
 	$(PIP) install --quiet -r requirements-dev.txt 2>&1 | { grep -v "^WARNING: Location" || true; }
+	# the project itself (cdc, cdc_airflow, cdc-ingest, cdc-maintenance), editable: the lock above has its deps
+	$(PIP) install --quiet --no-deps -e . 2>&1 | { grep -v "^WARNING: Location" || true; }
 	$(PIP) check
 	touch $(STAMP)
 
@@ -31,8 +33,11 @@ soak: venv
 bench: venv
 	$(PY) bench/ingest_bench.py $(BENCH_ARGS)
 
-pyfiles: venv
-	mkdir -p build && rm -f build/cdc.zip && cd jobs && ../$(PY) -m zipfile -c ../build/cdc.zip cdc
+# The one package for spark-submit --py-files (executors import cdc from it): build/cdc_iceberg-<version>-py3-none-any.whl
+wheel: venv
+	mkdir -p build && rm -f build/cdc_iceberg-*.whl
+	$(PIP) wheel --quiet --no-deps -w build/ . 2>&1 | { grep -v "^WARNING: Location" || true; }
+	@ls build/cdc_iceberg-*.whl
 
 demo: venv
 	$(PY) -m devtools.demo $(DEMO_ARGS)

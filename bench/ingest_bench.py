@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "jobs"), str(REPO)]
+sys.path.insert(0, str(REPO))  # devtools/ (cdc is the installed package: make venv)
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 

@@ -1,21 +1,16 @@
 """Example DAG downstream of the ``demo`` pipeline: ``cdc_demo_downstream``, scheduled on its table assets.
 
 Wiring only: see plugins/cdc_airflow/downstream.py. ``CDC_DOWNSTREAM_PIPELINE`` names another pipeline to follow.
+`cdc_airflow` is the installed package (`pip install '.[airflow]'`) or Airflow's plugins folder.
 """
 
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
-_HOME = Path(os.environ.get("CDC_HOME") or Path(__file__).resolve().parents[1])
-if str(_HOME / "plugins") not in sys.path:
-    sys.path.append(str(_HOME / "plugins"))
-
-from cdc_airflow.downstream import build_downstream_dag  # noqa: E402
-from cdc_airflow.pipelines import load_pipelines  # noqa: E402
-from cdc_airflow.settings import load_settings  # noqa: E402
+from cdc_airflow.downstream import build_downstream_dag
+from cdc_airflow.pipelines import load_pipelines
+from cdc_airflow.settings import load_settings
 
 _settings = load_settings()
 _follow = os.environ.get("CDC_DOWNSTREAM_PIPELINE") or "demo"

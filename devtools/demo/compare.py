@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-import sys
 from decimal import Decimal
 from typing import Any
 
 from devtools.debezium.model import to_python
-from devtools.demo.common import REPO, TARGETS, say
+from devtools.demo.common import TARGETS, say
 from devtools.demo.source import Wave, wave_schema
 
 
@@ -30,9 +29,7 @@ def expected_table(wave: Wave, table: str) -> dict[Any, dict[str, Any]]:
 
 def actual_table(catalog: Any, table: str, columns: list[str]) -> dict[Any, dict[str, Any]] | None:
     """The Iceberg target read with pyiceberg (no Spark): {id: row} restricted to the source columns."""
-    if str(REPO / "plugins") not in sys.path:
-        sys.path.insert(0, str(REPO / "plugins"))
-    from cdc_airflow.ledger import load_table
+    from cdc_airflow.ledger import load_table  # the installed package (make venv: pip install -e .)
 
     t = load_table(catalog, TARGETS[table])
     if t is None:
