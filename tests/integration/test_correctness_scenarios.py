@@ -155,8 +155,8 @@ def test_scenario_04_a_stale_writer_cannot_regress_a_row(make_pipe, monkeypatch)
 
     def newer_owner_commits(point):  # between classification and MERGE another owner commits newer changes
         if point == "after_classify":
-            p.spark.sql(f"UPDATE {p.target} SET name = 'new', __lsn = 30 WHERE id IN (1, 2)")
-            p.spark.sql(f"INSERT INTO {p.target} VALUES (3, 'new', NULL, 30, 'c', 0, 0, 99, 9, current_timestamp())")
+            p.spark.sql(f"UPDATE {p.target} SET name = 'new', __last_commit_lsn = 30, __lsn = 30 WHERE id IN (1, 2)")
+            p.spark.sql(f"INSERT INTO {p.target} VALUES (3, 'new', NULL, 30, 30, 'c', 0, 0, 99, 9, current_timestamp())")
 
     monkeypatch.setattr(cdc.apply, "checkpoint", newer_owner_commits)
     p.run()
