@@ -246,7 +246,7 @@ def map_chunks(spec: ReadSpec):  # type: ignore[no-untyped-def]
             for c in b.to_pylist():
                 try:
                     yield from read_chunk(spec, Chunk(c["topic"], c["partition"], c["start"], c["end"]))
-                except CdcError as exc:  # re-raised in the driver by class name; see cdc.run.unwrap_task_error
+                except CdcError as exc:  # re-raised in the driver by class name; see cdc.outcome.unwrap_task_error
                     raise RuntimeError(f"[cdc:{type(exc).__name__}] {exc}") from None
 
     return run
