@@ -12,7 +12,8 @@ from typing import Any, Mapping
 from jinja2 import Environment
 
 from cdc_airflow.lag import WatermarksFn, table_lags
-from cdc_airflow.ledger import Row, batches, dead_letters_identifier, ledger_identifier, read_rows, snapshot_id
+from cdc_airflow.ledger import (Row, batches, dead_letters_identifier, ledger_identifier, newest_source_ts_ms,
+                                read_rows, snapshot_id)
 from cdc_airflow.pipelines import load_pipelines
 from cdc_airflow.settings import CdcSettings
 
@@ -29,9 +30,20 @@ def _error(exc: BaseException) -> str:
     return one_line(exc, 300)
 
 
+def _newest_ts(cfg: Any, target: str) -> int | None:
+    try:
+        return newest_source_ts_ms(cfg.catalog, target)
+    except Exception:  # noqa: BLE001 - shown as "–"
+        return None
+
+
 def collect_status(settings: CdcSettings, watermarks: WatermarksFn | None = None,
-                   batch_limit: int = 10) -> list[dict[str, Any]]:
-    """One dict per pipeline file; errors (bad YAML, unreachable broker or catalog) are kept as strings."""
+                   batch_limit: int = 10, now_ms: int | None = None) -> list[dict[str, Any]]:
+    """One dict per pipeline file; errors (bad YAML, unreachable broker or catalog) are kept as strings.
+    Per table also the lag in time (now − newest committed ``__source_ts_ms``), ``stale`` (``freshness_minutes``)
+    and dead letters per error class."""
+    from cdc_airflow.alerts import human_duration, is_stale, time_lag_seconds
+    from cdc_airflow.options import airflow_options
     out: list[dict[str, Any]] = []
     for pf in load_pipelines(settings):
         if pf.config is None:
@@ -42,11 +54,15 @@ def collect_status(settings: CdcSettings, watermarks: WatermarksFn | None = None
         try:
             rows = read_rows(cfg.catalog, ledger_identifier(cfg.metadata_namespace), pipeline=cfg.pipeline)
             dead = read_rows(cfg.catalog, dead_letters_identifier(cfg.metadata_namespace), pipeline=cfg.pipeline,
-                             columns=("table_name",))
+                             columns=("table_name", "error_class"))
         except Exception as exc:  # noqa: BLE001 - shown on the page
             entry["error"] = f"cannot read the ledger: {_error(exc)}"
             rows, dead = [], []
         lags = table_lags(cfg, cfg.tables, rows, watermarks or _watermarks_fast, raise_errors=False)
+        try:
+            freshness = airflow_options(cfg).freshness_minutes
+        except Exception:  # noqa: BLE001 - the DAG shows the config error
+            freshness = {}
         for t in cfg.tables:
             tl = lags[t.target]
             recent = batches(rows, t.target, batch_limit)
@@ -57,16 +73,32 @@ def collect_status(settings: CdcSettings, watermarks: WatermarksFn | None = None
             if snap is None:
                 snap = next((b["target_snapshot_id"] for b in recent if b["status"] == "committed"), None)
             parts = sorted(set(tl.watermarks) | set(tl.committed))
+            ts = _newest_ts(cfg, t.target)
+            time_lag = time_lag_seconds(ts, now_ms)
+            classes: dict[str, int] = {}
+            for r in dead:
+                if r["table_name"] == t.target:
+                    classes[r.get("error_class") or "?"] = classes.get(r.get("error_class") or "?", 0) + 1
             entry["tables"].append({
                 "table": t.target, "topic": t.topic, "lag_error": tl.error,
                 "lag_total": None if tl.error else tl.total,
                 "partitions": [{"partition": p, "high_watermark": tl.watermarks.get(p),
                                 "committed": tl.committed.get(p), "lag": tl.lag.get(p)} for p in parts],
-                "batches": recent, "dead_letters": sum(1 for r in dead if r["table_name"] == t.target),
-                "snapshot_id": snap,
+                "batches": recent, "dead_letters": sum(classes.values()), "dead_letter_classes": classes,
+                "snapshot_id": snap, "newest_source_ts": _iso_ms(ts), "time_lag_seconds": time_lag,
+                "time_lag": human_duration(time_lag), "freshness_minutes": freshness.get(t.target),
+                "stale": is_stale(freshness.get(t.target), time_lag, None if tl.error else tl.total),
             })
         out.append(entry)
     return out
+
+
+def _iso_ms(ms: int | None) -> str | None:
+    from datetime import datetime, timezone
+
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _preview(value: bytes | None, limit: int = 200) -> str | None:
@@ -76,17 +108,22 @@ def _preview(value: bytes | None, limit: int = 200) -> str | None:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def collect_dead_letters(settings: CdcSettings, pipeline: str, table: str, limit: int = 100) -> list[Row]:
-    """Newest dead letters of one table; key/value shown as (truncated) UTF-8 previews."""
+def collect_dead_letters(settings: CdcSettings, pipeline: str, table: str, limit: int = 100,
+                         raw: bool = True) -> list[Row]:
+    """Newest dead letters of one table; key/value shown as (truncated) UTF-8 previews, or None when ``raw`` is
+    false (a user without the permission to see record bytes, ``status_app.may_see_raw``; the error message is
+    hidden too, as it may quote the record)."""
     cfg = next((p.config for p in load_pipelines(settings) if p.config and p.config.pipeline == pipeline), None)
     if cfg is None:
         raise KeyError(f"no pipeline {pipeline!r}")
     rows = read_rows(cfg.catalog, dead_letters_identifier(cfg.metadata_namespace), pipeline=pipeline,
                      table_name=table)
     rows.sort(key=lambda r: (r.get("created_at") is not None, r.get("created_at"), r["offset"]), reverse=True)
-    return [{**{k: r.get(k) for k in ("batch_id", "topic", "partition", "offset", "error_class", "error_message")},
+    return [{**{k: r.get(k) for k in ("batch_id", "topic", "partition", "offset", "error_class")},
+             "error_message": r.get("error_message") if raw else None,
              "created_at": r["created_at"].isoformat(timespec="seconds") if r.get("created_at") else None,
-             "key": _preview(r.get("key")), "value": _preview(r.get("value"))} for r in rows[:limit]]
+             "key": _preview(r.get("key")) if raw else None, "value": _preview(r.get("value")) if raw else None}
+            for r in rows[:limit]]
 
 
 class TTLCache:
@@ -108,6 +145,8 @@ h1{font-size:1.4rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid 
 table{border-collapse:collapse;margin:.4rem 0 1rem}td,th{border:1px solid #d9e2ec;padding:.25rem .5rem;
 text-align:right;font-size:.85rem}th{background:#f0f4f8}td.l,th.l{text-align:left}
 .err{color:#b42318}.ok{color:#067647}.lag{font-weight:600}.muted{color:#7b8794}code{font-size:.8rem}
+.badge{display:inline-block;padding:0 .4rem;border-radius:.6rem;font-size:.75rem;font-weight:700;color:#fff}
+.stale{background:#b42318}.fresh{background:#067647}
 """
 
 STATUS_TEMPLATE = _ENV.from_string("""<!doctype html><html><head><meta charset="utf-8">
@@ -115,12 +154,16 @@ STATUS_TEMPLATE = _ENV.from_string("""<!doctype html><html><head><meta charset="
 <h1>CDC status</h1><p class="muted">Generated {{ generated }}; refreshes every {{ refresh }} s.</p>
 {% for p in pipelines %}<h2>Pipeline {{ p.pipeline }}</h2><p class="muted"><code>{{ p.file }}</code></p>
 {% if p.error %}<p class="err">{{ p.error }}</p>{% endif %}
-{% for t in p.tables %}<h3>{{ t.table }} <span class="muted">← {{ t.topic }}</span></h3>
+{% for t in p.tables %}<h3>{{ t.table }} <span class="muted">← {{ t.topic }}</span>
+{% if t.stale %} <span class="badge stale" title="newest committed change older than freshness_minutes ({{ t.freshness_minutes }}) while the topic has newer data">STALE</span>
+{% elif t.freshness_minutes %} <span class="badge fresh">fresh</span>{% endif %}</h3>
 <p>Target snapshot: <code>{{ t.snapshot_id if t.snapshot_id is not none else "none yet" }}</code> ·
 Dead letters: {% if t.dead_letters %}<a class="err" href="{{ base }}dead-letters/{{ p.pipeline }}/{{ t.table }}">
-{{ t.dead_letters }}</a>{% else %}0{% endif %} ·
+{{ t.dead_letters }}</a> ({% for c, n in t.dead_letter_classes|dictsort %}{{ c }}: {{ n }}{% if not loop.last %}, {% endif %}{% endfor %}){% else %}0{% endif %} ·
 Lag: {% if t.lag_error %}<span class="err">broker unavailable ({{ t.lag_error }})</span>
-{% else %}<span class="lag">{{ t.lag_total }}</span>{% endif %}</p>
+{% else %}<span class="lag">{{ t.lag_total }}</span>{% endif %} events ·
+Behind: <span class="lag">{{ t.time_lag }}</span>{% if t.newest_source_ts %} <span class="muted">(newest committed change
+{{ t.newest_source_ts }})</span>{% endif %}</p>
 {% if t.partitions %}<table><tr><th>partition</th><th>high watermark</th><th>committed</th><th>lag</th></tr>
 {% for x in t.partitions %}<tr><td>{{ x.partition }}</td><td>{{ x.high_watermark if x.high_watermark is not none else "?" }}</td>
 <td>{{ x.committed if x.committed is not none else "—" }}</td><td class="lag">{{ x.lag if x.lag is not none else "?" }}</td></tr>
@@ -139,11 +182,13 @@ Lag: {% if t.lag_error %}<span class="err">broker unavailable ({{ t.lag_error }}
 DEAD_LETTERS_TEMPLATE = _ENV.from_string("""<!doctype html><html><head><meta charset="utf-8">
 <title>Dead letters {{ table }}</title><style>{{ css }}</style></head><body>
 <p><a href="{{ base }}">← CDC status</a></p><h1>Dead letters of {{ table }} ({{ pipeline }})</h1>
+{% if not raw %}<p class="muted" id="raw-hidden">Record bytes and error messages are hidden: they need permission to
+edit DAG <code>cdc_{{ pipeline }}</code> (role User or above).</p>{% endif %}
 {% if rows %}<table><tr><th>batch</th><th class="l">topic</th><th>partition</th><th>offset</th><th class="l">error</th>
-<th class="l">message</th><th class="l">created</th><th class="l">key</th><th class="l">value</th></tr>
+{% if raw %}<th class="l">message</th>{% endif %}<th class="l">created</th>{% if raw %}<th class="l">key</th><th class="l">value</th>{% endif %}</tr>
 {% for r in rows %}<tr><td>{{ r.batch_id }}</td><td class="l">{{ r.topic }}</td><td>{{ r.partition }}</td><td>{{ r.offset }}</td>
-<td class="l err">{{ r.error_class }}</td><td class="l">{{ r.error_message }}</td><td class="l">{{ r.created_at or "" }}</td>
-<td class="l"><code>{{ r.key or "" }}</code></td><td class="l"><code>{{ r.value or "" }}</code></td></tr>{% endfor %}</table>
+<td class="l err">{{ r.error_class }}</td>{% if raw %}<td class="l">{{ r.error_message }}</td>{% endif %}<td class="l">{{ r.created_at or "" }}</td>
+{% if raw %}<td class="l"><code>{{ r.key or "" }}</code></td><td class="l"><code>{{ r.value or "" }}</code></td>{% endif %}</tr>{% endfor %}</table>
 {% else %}<p>No dead letters.</p>{% endif %}</body></html>""")
 
 
@@ -152,5 +197,6 @@ def render_status_html(pipelines: list[dict[str, Any]], generated: str, base: st
     return STATUS_TEMPLATE.render(pipelines=pipelines, generated=generated, base=base, refresh=refresh, css=_CSS)
 
 
-def render_dead_letters_html(pipeline: str, table: str, rows: list[Row], base: str = "../../") -> str:
-    return DEAD_LETTERS_TEMPLATE.render(pipeline=pipeline, table=table, rows=rows, base=base, css=_CSS)
+def render_dead_letters_html(pipeline: str, table: str, rows: list[Row], base: str = "../../",
+                             raw: bool = True) -> str:
+    return DEAD_LETTERS_TEMPLATE.render(pipeline=pipeline, table=table, rows=rows, base=base, css=_CSS, raw=raw)

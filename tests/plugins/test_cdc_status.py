@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+import pyarrow as pa
 import pytest
 
 from tests.plugins.iceberg_ledger import DEAD_LETTERS, LEDGER, T0, HadoopLayoutWriter, ledger_row
@@ -18,8 +19,11 @@ catalog: {name: lake, type: hadoop, warehouse: ./wh}
 tables:
   - {topic: dbserver1.public.customers, target: inventory.customers, primary_key: [id]}
   - {topic: dbserver1.public.orders, target: inventory.orders, primary_key: [id]}
+airflow: {freshness_minutes: 60}
 """
 CUST, ORD = "inventory.customers", "inventory.orders"
+TARGET = pa.schema([("id", pa.int64()), ("__source_ts_ms", pa.int64()), ("__batch_id", pa.int64())])
+TS0 = 1714564800000  # 2024-05-01T12:00:00Z
 
 
 @pytest.fixture()
@@ -44,6 +48,7 @@ def cdc_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
          "partition": 0, "offset": o, "key": b'{"id": 1}', "value": b"<script>x</script>" * 30,
          "error_class": "DecodeError", "error_message": f"bad record {o}", "created_at": T0} for o in (101, 102)
     ])
+    w.append(CUST, TARGET, [{"id": i, "__source_ts_ms": TS0 - 3_600_000 * i, "__batch_id": 1} for i in (1, 2)])
     monkeypatch.setenv("CDC_PIPELINES_DIR", str(pipelines))
     return pipelines
 
@@ -76,13 +81,18 @@ def test_collect_status(cdc_home: Path) -> None:
     from cdc_airflow.settings import load_settings
     from cdc_airflow.status import collect_status
 
-    [p] = collect_status(load_settings(), watermarks=fake_watermarks)
+    [p] = collect_status(load_settings(), watermarks=fake_watermarks, now_ms=TS0 + 7_500_000)
     assert p["pipeline"] == "demo" and p["error"] is None
     cust, orders = p["tables"]
+    # lag in time: now − newest committed __source_ts_ms (the target's manifest bounds); stale: > 60 min with lag
+    assert cust["newest_source_ts"] == "2024-05-01T11:00:00Z" and cust["time_lag_seconds"] == 11_100
+    assert cust["time_lag"] == "3 h 5 min" and cust["stale"] is True and cust["freshness_minutes"] == 60
+    assert cust["dead_letter_classes"] == {"DecodeError": 2}
+    assert orders["time_lag_seconds"] is None and orders["stale"] is False  # no lag known (broker down)
     assert cust["partitions"] == [{"partition": 0, "high_watermark": 125, "committed": 120, "lag": 5},
                                   {"partition": 1, "high_watermark": 50, "committed": 50, "lag": 0}]
     assert cust["lag_total"] == 5 and cust["dead_letters"] == 2
-    assert cust["snapshot_id"] == 1003  # no target table: the ledger's last committed batch's snapshot
+    assert cust["snapshot_id"] not in (None, 1003)  # the target table's current snapshot (not the ledger's)
     assert orders["lag_error"].startswith("RuntimeError: broker down") and orders["lag_total"] is None
     assert orders["batches"] == [] and orders["dead_letters"] == 0
 
@@ -93,12 +103,18 @@ def test_status_html_and_dead_letters(cdc_home: Path) -> None:
 
     html = render_status_html(collect_status(load_settings(), watermarks=fake_watermarks), generated="now")
     assert "Pipeline demo" in html and "inventory.customers" in html and "broker unavailable" in html
+    assert "Behind: <span" in html and ">STALE</span>" in html and "(DecodeError: 2)" in html
     assert 'href="./dead-letters/demo/inventory.customers"' in html
     rows = collect_dead_letters(load_settings(), "demo", CUST)
     assert [r["offset"] for r in rows] == [102, 101]
     assert rows[0]["key"] == '{"id": 1}' and rows[0]["value"].endswith("…")
     page = render_dead_letters_html("demo", CUST, rows)
     assert "<script>" not in page and "&lt;script&gt;" in page  # escaped
+    hidden = collect_dead_letters(load_settings(), "demo", CUST, raw=False)
+    assert [(r["offset"], r["error_class"], r["key"], r["value"], r["error_message"]) for r in hidden] == [
+        (102, "DecodeError", None, None, None), (101, "DecodeError", None, None, None)]
+    page = render_dead_letters_html("demo", CUST, hidden, raw=False)
+    assert "script" not in page and "DecodeError" in page and "Record bytes and error messages are hidden" in page
     with pytest.raises(KeyError):
         collect_dead_letters(load_settings(), "nope", CUST)
 

@@ -25,7 +25,7 @@ from typing import Any, Iterator
 import pytest
 
 from tests.conftest import unique
-from tests.plugins.iceberg_ledger import LEDGER, HadoopLayoutWriter, ledger_row
+from tests.plugins.iceberg_ledger import DEAD_LETTERS, LEDGER, T0, HadoopLayoutWriter, ledger_row
 
 pytestmark = pytest.mark.integration
 
@@ -37,6 +37,8 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--disable-dev-shm-usage", "--hide-scrollbars"]
 PASSWORD = "status-view-test"
+VIEWER_PASSWORD = "status-view-viewer"
+DOCS_SCREENSHOT = REPO / "docs" / "status-view.png"  # rewritten when CDC_UPDATE_SCREENSHOT=1
 
 
 def _free_port() -> int:
@@ -63,7 +65,9 @@ def _http(method: str, url: str, body: Any = None, token: str | None = None) -> 
 
 @pytest.fixture(scope="module")
 def status_data(broker: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Two topics on the real broker and a ledger that committed part of them: lag 12 (customers) and 7 (orders)."""
+    """Two topics on the real broker and a ledger that committed part of them: lag 12 (customers) and 7 (orders);
+    customers' newest committed change is 2 h old (freshness 60 min: stale) and it has 2 dead letters."""
+    import pyarrow as pa
     from confluent_kafka import Producer
 
     tmp = tmp_path_factory.mktemp("status-browser")
@@ -86,6 +90,7 @@ catalog: {{name: lake, type: hadoop, warehouse: ./wh}}
 tables:
   - {{topic: {topics['customers']}, target: inventory.customers, primary_key: [id]}}
   - {{topic: {topics['orders']}, target: inventory.orders, primary_key: [id]}}
+airflow: {{freshness_minutes: {{inventory.customers: 60}}}}
 """)
     w = HadoopLayoutWriter(pipelines / "wh")
     c, o = "inventory.customers", "inventory.orders"
@@ -97,6 +102,14 @@ tables:
         ledger_row(c, 2, 0, 20, 30, topic=topics["customers"], inserted=4, updated=5, deleted=1),
         ledger_row(c, 2, 1, 25, 25, topic=topics["customers"], inserted=4, updated=5, deleted=1),
     ])
+    w.append("cdc_meta.dead_letters", DEAD_LETTERS, [
+        {"pipeline": "demo", "table_name": c, "batch_id": 2, "topic": topics["customers"], "partition": 0,
+         "offset": off, "key": b'{"id": 7}', "value": b"RAW-SECRET-BYTES", "error_class": "DecodeError",
+         "error_message": "not Avro", "created_at": T0} for off in (21, 22)])
+    newest = int(time.time() * 1000) - 2 * 3600 * 1000 - 5 * 60 * 1000
+    target = pa.schema([("id", pa.int64()), ("__source_ts_ms", pa.int64()), ("__batch_id", pa.int64())])
+    w.append(c, target, [{"id": 1, "__source_ts_ms": newest - 60_000, "__batch_id": 1},
+                         {"id": 2, "__source_ts_ms": newest, "__batch_id": 2}])
     return {"pipelines": pipelines, "lag": {c: 12, o: 7}}
 
 
@@ -104,7 +117,7 @@ tables:
 def api_server(status_data: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """``airflow db migrate`` + ``airflow api-server`` on a free loopback port, with user admin / PASSWORD."""
     home = Path(tempfile.mkdtemp(prefix="cdc-status-airflow-"))
-    (home / "passwords.json").write_text(json.dumps({"admin": PASSWORD}))
+    (home / "passwords.json").write_text(json.dumps({"admin": PASSWORD, "viewer": VIEWER_PASSWORD}))
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update({
@@ -113,7 +126,7 @@ def api_server(status_data: dict[str, Any]) -> Iterator[dict[str, Any]]:
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
         "AIRFLOW__API__HOST": "127.0.0.1", "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
@@ -273,8 +286,12 @@ def test_status_page_in_headless_chromium(api_server: dict[str, Any], status_dat
     assert "inventory.orders" in text and "Lag: 7" in text
     # per-partition rows: partition, high watermark, committed, lag
     assert "0\t42\t30\t12" in text and "1\t25\t25\t0" in text and "0\t17\t10\t7" in text
+    # lag in time (now − newest committed __source_ts_ms) and the freshness badge
+    assert "Behind: 2 h 5 min" in text and "STALE" in text and "DecodeError: 2" in text
     browser.screenshot(OUT / "cdc-status.png")
     assert (OUT / "cdc-status.png").stat().st_size > 10_000
+    if os.environ.get("CDC_UPDATE_SCREENSHOT"):
+        shutil.copy(OUT / "cdc-status.png", DOCS_SCREENSHOT)
 
     # The same view inside the Airflow UI (Browse → CDC status: an iframe of /cdc-status/).
     browser.goto(f"{base}/plugin/cdc-status")
@@ -284,3 +301,25 @@ def test_status_page_in_headless_chromium(api_server: dict[str, Any], status_dat
     browser.screenshot(OUT / "cdc-status-airflow-ui.png", full_page=False)
     assert "Lag: 12" in frame_text and "Lag: 7" in frame_text
     assert "Browse" in browser.text()  # the Airflow UI's navigation around the frame
+
+
+def test_dead_letter_bytes_only_for_users_who_may_edit_the_dag(api_server: dict[str, Any],
+                                                              browser: Browser) -> None:
+    """viewer (role viewer: may view DAGs) sees counts, offsets and error classes; admin also the raw bytes."""
+    base, url = api_server["base"], "/cdc-status/dead-letters/demo/inventory.customers"
+    seen = {}
+    for user, password in (("viewer", VIEWER_PASSWORD), ("admin", PASSWORD)):
+        status, body = _http("POST", f"{base}/auth/token", {"username": user, "password": password})
+        assert status == 201, body
+        token = body["access_token"]
+        status, rows = _http("GET", f"{base}/cdc-status/api/dead-letters/demo/inventory.customers", token=token)
+        assert status == 200 and [r["offset"] for r in rows] == [22, 21]
+        assert {r["error_class"] for r in rows} == {"DecodeError"}
+        browser.call("Network.setCookie", name="_token", value=token, url=base + "/", path="/", httpOnly=True)
+        browser.goto(base + url)
+        seen[user] = (rows, browser.text())
+    (viewer_rows, viewer_page), (admin_rows, admin_page) = seen["viewer"], seen["admin"]
+    assert all(r["value"] is None and r["key"] is None and r["error_message"] is None for r in viewer_rows)
+    assert "RAW-SECRET-BYTES" not in viewer_page and "DecodeError" in viewer_page and "hidden" in viewer_page
+    assert {r["value"] for r in admin_rows} == {"RAW-SECRET-BYTES"}
+    assert "RAW-SECRET-BYTES" in admin_page and "not Avro" in admin_page and "hidden" not in admin_page
