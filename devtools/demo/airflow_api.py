@@ -192,3 +192,41 @@ def run_publish_report(api: Api, run_id: str) -> dict[str, Any] | None:
         with contextlib.suppress(ValueError):
             value = json.loads(value)
     return value if isinstance(value, dict) else None
+
+
+DOWNSTREAM_ID = f"{DAG_ID}_downstream"  # dags/cdc_demo_downstream.py: scheduled on the demo's table assets
+
+
+def unpause_downstream(api: Api, timeout: float = 60) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, _ = api.request("PATCH", f"/api/v2/dags/{DOWNSTREAM_ID}", {"is_paused": False})
+        if status == 200:
+            return True
+        time.sleep(2)
+    return False
+
+
+def downstream_runs(api: Api) -> list[dict[str, Any]]:
+    status, body = api.request("GET", f"/api/v2/dags/{DOWNSTREAM_ID}/dagRuns?order_by=-run_after&limit=50")
+    return body.get("dag_runs", []) if status == 200 and isinstance(body, dict) else []
+
+
+def wait_downstream(api: Api, known: set[str], timeout: float = 180) -> tuple[dict[str, Any] | None, Any]:
+    """The first finished run of the downstream DAG not in ``known`` (asset-triggered by the wave's batches) and
+    its ``changed_rows`` result; (None, None) when none finished in time (the wave changed nothing, or slow)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        new = [r for r in downstream_runs(api) if r["dag_run_id"] not in known]
+        done = [r for r in new if r["state"] in ("success", "failed")]
+        if done:
+            run = done[0]
+            status, body = api.request("GET", f"/api/v2/dags/{DOWNSTREAM_ID}/dagRuns/{run['dag_run_id']}/"
+                                              "taskInstances/changed_rows/xcomEntries/return_value?deserialize=true")
+            value = body.get("value") if status == 200 and isinstance(body, dict) else None
+            if isinstance(value, str):
+                with contextlib.suppress(ValueError):
+                    value = json.loads(value)
+            return run, value
+        time.sleep(3)
+    return None, None

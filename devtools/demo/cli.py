@@ -72,6 +72,7 @@ def main_demo(args: argparse.Namespace) -> int:
     if not args.no_airflow:
         api = setup_airflow(env, args, stamp)
     ok = True
+    seen_downstream: set[str] = set()
     for i, wave in enumerate(waves, 1):
         produce_wave(bootstrap, registry, wave)
         say(f"{stamp()} wave {i}/{len(waves)} produced: {wave.title}\n        {wave.describe()}")
@@ -88,6 +89,7 @@ def main_demo(args: argparse.Namespace) -> int:
                 say("        " + "; ".join(f"{t['table']}: batch {t['batch_id']} read {t['events_read']} "
                                           f"(+{t['inserted']} ~{t['updated']} -{t['deleted']})"
                                           for t in report.get("tables", [])))
+            show_downstream(api, seen_downstream, stamp)
         last = i == len(waves)
         if last:
             say(f"\n{stamp()} final state: each Iceberg table next to the source's expected state")
@@ -107,6 +109,20 @@ def main_demo(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def show_downstream(api: Api, seen: set[str], stamp: Callable[[], str]) -> None:
+    """The asset-triggered run of cdc_demo_downstream that the wave's committed batches caused."""
+    from devtools.demo.airflow_api import DOWNSTREAM_ID, wait_downstream
+
+    run, value = wait_downstream(api, seen)
+    if run is None:
+        say(f"{stamp()} {DOWNSTREAM_ID}: no asset-triggered run finished (yet)")
+        return
+    seen.add(run["dag_run_id"])
+    tables = "; ".join(f"{t}: {v.get('changed_rows')} changed row(s) in batch(es) {v.get('batches')}"
+                       for t, v in (value or {}).items())
+    say(f"{stamp()} {DOWNSTREAM_ID} (asset-triggered) {run['state']}: {tables or 'no result'}")
+
+
 def setup_airflow(env: dict[str, str], args: argparse.Namespace, stamp: Callable[[], str]) -> Api:
     home = STATE / "airflow"
     home.mkdir(parents=True, exist_ok=True)
@@ -124,6 +140,10 @@ def setup_airflow(env: dict[str, str], args: argparse.Namespace, stamp: Callable
     ensure_pool_and_connection(api)
     wait_for_dag(api)
     api.ok("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})
+    from devtools.demo.airflow_api import DOWNSTREAM_ID, unpause_downstream
+
+    if unpause_downstream(api):
+        say(f"{stamp()} DAG {DOWNSTREAM_ID} unpaused: it runs when a wave's batches change the tables (assets)")
     say(f"{stamp()} Airflow up; DAG {DAG_ID} parsed and unpaused (schedule off: CDC_SCHEDULE=none, the demo "
         "triggers one run per wave); pool cdc_spark (2 slots), connection spark_default (local[*])")
     return api

@@ -52,7 +52,7 @@ def parse_metrics(raw: Any, src: str = "<memory>") -> MetricsConfig:
     extra = sorted(set(raw) - set(KEYS))
     if extra:
         raise ConfigError(f"{src}: key 'metrics.{extra[0]}': unknown key (allowed: {', '.join(KEYS)})")
-    host = raw.get("statsd_host")
+    host = raw.get("statsd_host") or None  # "" (e.g. ${STATSD_HOST:-}) = off
     if host is not None and (not isinstance(host, str) or not host.strip()):
         raise ConfigError(f"{src}: key 'metrics.statsd_host': must be a host name, got {host!r}")
     port = raw.get("statsd_port", 8125)
