@@ -10,14 +10,16 @@ from the ``snowpark-connect-deps-iceberg`` wheel locally, Maven coordinates for 
 
 Only a local master pins the driver to 127.0.0.1 (executors otherwise dial another address) and lets Python workers
 import ``cdc`` from where the driver did (``spark.executorEnv.PYTHONPATH``). On a cluster the driver address is
-Spark's to choose, and executors get ``cdc`` from the wheel passed with ``--py-files`` (README "Running on a
-cluster").
+Spark's to choose, and executors get ``cdc`` from the wheel passed with ``--py-files`` (``ship_wheels``: PySpark
+itself puts only .zip/.egg/.jar py-files on their path; README "Running on a cluster").
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -139,7 +141,47 @@ def build_session(cfg: PipelineConfig, app_name: str = "cdc-ingest", master: str
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("CDC_SPARK_LOG_LEVEL", "WARN"))
+    ship_wheels(spark.sparkContext)
     return spark
+
+
+_SHIPPED: set[str] = set()
+
+
+def wheel_zips(py_files: str) -> list[tuple[str, str]]:
+    """(wheel path, ``.zip`` name) for each wheel in ``spark.submit.pyFiles`` (pure)."""
+    out = []
+    for path in filter(None, (p.strip() for p in py_files.split(","))):
+        name = os.path.basename(path.split("://", 1)[-1])
+        if name.lower().endswith(".whl"):
+            out.append((path, name[:-4] + ".zip"))
+    return out
+
+
+def ship_wheels(sc: Any) -> list[str]:
+    """Put the wheels of ``--py-files`` on the executors' Python path.
+
+    PySpark adds only ``.zip``/``.egg``/``.jar`` files of ``spark.submit.pyFiles`` to the workers' ``sys.path``
+    (standalone and local masters; YARN puts every py-file on PYTHONPATH itself), so a wheel would be shipped but
+    not importable. A pure wheel is a zip archive: each one is added again under a ``.zip`` name (``addPyFile``).
+    Returns the added paths."""
+    from pyspark import SparkFiles
+
+    added = []
+    for path, zip_name in wheel_zips(sc.getConf().get("spark.submit.pyFiles", "")):
+        if zip_name in _SHIPPED:
+            continue
+        local = path[len("file:"):] if path.startswith("file:") else path
+        candidates = [Path(local), Path(SparkFiles.getRootDirectory()) / os.path.basename(local)]
+        found = next((c for c in candidates if c.is_file()), None)
+        if found is None:  # a remote URI the driver cannot read: leave it to the cluster manager
+            continue
+        target = Path(tempfile.mkdtemp(prefix="cdc-wheel-")) / zip_name
+        shutil.copyfile(found, target)
+        sc.addPyFile(str(target))
+        _SHIPPED.add(zip_name)
+        added.append(str(target))
+    return added
 
 
 def ensure_namespace(spark: Any, catalog: str, namespace: str) -> None:

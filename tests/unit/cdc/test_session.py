@@ -89,3 +89,13 @@ def test_submitted_master_starts_no_jvm_outside_spark_submit() -> None:
     from cdc.session import submitted_master
 
     assert submitted_master({}) is None
+
+
+def test_wheels_of_py_files_are_shipped_again_as_zips() -> None:
+    """PySpark puts only .zip/.egg/.jar py-files on executors' sys.path: a wheel needs a .zip twin."""
+    from cdc.session import wheel_zips
+
+    assert wheel_zips("/b/cdc_iceberg-0.1.0-py3-none-any.whl,/b/x.zip, file:/c/other-1.0-py3-none-any.WHL,") == [
+        ("/b/cdc_iceberg-0.1.0-py3-none-any.whl", "cdc_iceberg-0.1.0-py3-none-any.zip"),
+        ("file:/c/other-1.0-py3-none-any.WHL", "other-1.0-py3-none-any.zip")]
+    assert wheel_zips("") == []
