@@ -30,3 +30,16 @@ def airflow_db() -> str:
 
     db.initdb()
     return HOME
+
+
+def asset_events(run_id: str) -> list[tuple[str, str, dict]]:
+    """(asset name, uri, extra) of the asset events a DAG run emitted, in emission order."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.execute(select(AssetModel.name, AssetModel.uri, AssetEvent.extra).join(
+            AssetEvent, AssetEvent.asset_id == AssetModel.id).where(AssetEvent.source_run_id == run_id)
+            .order_by(AssetEvent.id)).all()
+    return [(n, u, dict(e or {})) for n, u, e in rows]

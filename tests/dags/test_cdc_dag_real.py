@@ -16,6 +16,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from tests.airflow_env import asset_events
 from tests.conftest import unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow]
@@ -131,8 +132,11 @@ def first_run(pipeline: dict[str, Any]) -> dict[str, Any]:
     src: Source = pipeline["src"]
     for name, g in src.gens.items():
         src.send(name, g.snapshot(15) + g.random_ops(40))
-    dr, tis = run(pipeline["dag"], {})
-    return {**pipeline, "dr": dr, "tis": tis}
+    from structlog.testing import capture_logs
+
+    with capture_logs() as logs:  # the task logs, spark-submit's output (the job's stderr) included
+        dr, tis = run(pipeline["dag"], {})
+    return {**pipeline, "dr": dr, "tis": tis, "log": [str(e.get("event")) for e in logs]}
 
 
 def test_incremental_run_ingests_every_table_and_commits_the_ledger(first_run: dict[str, Any]) -> None:
@@ -151,6 +155,33 @@ def test_incremental_run_ingests_every_table_and_commits_the_ledger(first_run: d
         assert sum(r["events_read"] for r in batch.values()) == sum(src.produced[name].values())
         assert {r["target_snapshot_id"] for r in batch.values()} != {None}
     assert {r["batch_id"] for r in rows} == {1}
+
+
+def test_committed_batches_emit_asset_events_and_log_progress(first_run: dict[str, Any]) -> None:
+    """One asset event per table with the batch's snapshot, counts and high-water offsets; the job's phase lines
+    (counts, rates) reach the task log; the downstream DAG's changed-rows read finds every row of batch 1."""
+    from cdc_airflow.downstream import report
+
+    dr, cfg, src = first_run["dr"], first_run["cfg"], first_run["src"]
+    assert dr.state == "success"
+    events = {name: (uri, extra) for name, uri, extra in asset_events(dr.run_id)}
+    assert set(events) == {"shop.customers", "shop.orders"}
+    rows = ledger(cfg)
+    for name in ("customers", "orders"):
+        uri, extra = events[f"shop.{name}"]
+        batch = batch_rows(rows, f"shop.{name}", 1)
+        assert uri == f"iceberg://lake/shop/{name}"
+        assert extra["batch_id"] == 1 and extra["mode"] == "incremental"
+        assert extra["snapshot_id"] == next(iter(batch.values()))["target_snapshot_id"]
+        assert extra["offsets"] == {src.topics[name]: {str(p): n for p, n in src.produced[name].items()}}
+        assert (extra["inserted"], extra["updated"], extra["deleted"]) == tuple(
+            next(iter(batch.values()))[k] for k in ("inserted", "updated", "deleted"))
+    changed = report(cfg, [e for _, e in events.values()])
+    for name in ("customers", "orders"):
+        assert changed[f"shop.{name}"]["changed_rows"] == len(src.expected(name)) > 0
+    log = "\n".join(first_run["log"])
+    assert "shop.orders batch 1: read_stage started" in log and " ev/s" in log
+    assert "shop.orders batch 1 committed:" in log
 
 
 def test_backfill_of_ingested_range_leaves_table_and_cursor_unchanged(first_run: dict[str, Any]) -> None:
@@ -174,6 +205,7 @@ def test_backfill_of_ingested_range_leaves_table_and_cursor_unchanged(first_run:
         p: ("committed", "backfill", 0, n) for p, n in src.produced["orders"].items()}
     first = next(iter(batch.values()))
     assert (first["inserted"], first["updated"], first["deleted"]) == (0, 0, 0)  # replayed events are no-ops
+    assert asset_events(dr.run_id) == []  # a batch that changed nothing emits no asset event
     assert committed_offsets(rows, "shop.orders") == before_cursor  # backfills never move the incremental cursor
 
     # Nothing new on either topic: planning skips the run, no Spark job starts.
@@ -196,6 +228,13 @@ def test_new_changes_run_only_the_lagging_table_as_a_second_batch(first_run: dic
     batch = batch_rows(ledger(cfg), "shop.customers", 2)
     assert {p: (r["status"], r["start_offset"], r["end_offset"]) for p, r in batch.items()} == {
         p: ("committed", previous[p], n) for p, n in src.produced["customers"].items()}
+    from cdc_airflow.downstream import report
+
+    [(name, _, extra)] = asset_events(dr.run_id)
+    assert name == "shop.customers" and extra["batch_id"] == 2
+    first = next(iter(batch.values()))
+    # the downstream read between the snapshots: rows live at batch 2's snapshot that batch 2 wrote
+    assert report(cfg, [extra])["shop.customers"]["changed_rows"] == first["inserted"] + first["updated"]
 
 
 def test_timestamp_backfill_rereads_only_records_from_its_start(first_run: dict[str, Any]) -> None:
