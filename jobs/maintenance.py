@@ -128,7 +128,7 @@ class Maintenance:
         for keys the table no longer knows, so a replay cannot resurrect a deleted row (``cdc.merge``). The
         partition bound (``gc_watermark``) keeps a lagging partition's first-time changes above the horizon.
         Horizon first: a crash in between leaves a horizon with its tombstones still there, which changes nothing."""
-        from cdc.layout import DELETED_AT, KAFKA_OFFSET, KAFKA_PARTITION, is_meta
+        from cdc.layout import DELETED_AT, EPOCH, KAFKA_OFFSET, KAFKA_PARTITION, align, is_meta
         from cdc.sql import tuple_cmp_literal
         from cdc.tables import GC_HORIZON_PROPERTY, gc_horizon
 
@@ -137,6 +137,8 @@ class Maintenance:
             return {"older_than": cutoff, "dropped": 0, "skipped": "no committed positions for every partition yet"}
         fields = [f.name for f in self.spark.table(ident).schema.fields]
         ordering = [c for c in fields if is_meta(c) and c not in (KAFKA_PARTITION, KAFKA_OFFSET, DELETED_AT)]
+        ordering.sort(key=lambda c: c != EPOCH)  # the epoch column (added later) leads the position
+        watermark = align(watermark, len(ordering)) or watermark
         where = f"__deleted_at < {cutoff} AND NOT {tuple_cmp_literal('t', ordering, watermark, '>')}"
         expr = "max(named_struct(" + ", ".join(f"'o{i}', `{c}`" for i, c in enumerate(ordering)) + "))"
         row = self.spark.sql(f"SELECT count(*) AS n, {expr} AS p FROM {ident} t WHERE {where}").first()
@@ -153,6 +155,8 @@ class Maintenance:
         """The newest source position that every partition of the table's topic has passed (the least, over its
         partitions, of the newest position committed from each); None while a partition that delivered changes has
         no recorded position (batches from before positions were recorded)."""
+        from cdc.layout import align
+
         ledger = f"{self.cat}.{self.cfg.metadata_namespace}.ledger"
         if not self.exists(ledger):
             return None
@@ -167,10 +171,11 @@ class Maintenance:
                 changed.add(r["partition"])
             if r["max_position"]:
                 pos = tuple(json.loads(r["max_position"]))
-                newest[r["partition"]] = max(pos, newest.get(r["partition"], pos))
+                newest[r["partition"]] = max(pos, newest.get(r["partition"], pos), key=lambda t: (len(t), t))
         if not newest or changed - set(newest):
             return None
-        return min(newest.values())
+        width = max(len(p) for p in newest.values())  # positions from before an epoch column belong to epoch 0
+        return min(align(p, width) or p for p in newest.values())
 
     def run(self, tables: tuple["TableConfig", ...]) -> None:
         for t in tables:

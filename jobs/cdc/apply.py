@@ -6,17 +6,19 @@ and leaves the table exactly as one uninterrupted run would.
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from cdc.decode.model import Column
 from cdc.faults import checkpoint
+from cdc.layout import align
 from cdc.merge import (MergeSpec, changes_sql, classify_sql, merge_target_sql, merge_tombstones_sql,
                        moved_toast_sql, newest_sql, truncate_sql)
 from cdc.sql import tuple_cmp_literal
 from cdc.stage import BatchStats
-from cdc.tables import TableNames, ensure_target, ensure_tombstones, gc_horizon
+from cdc.tables import EPOCHS_PROPERTY, TableNames, ensure_target, ensure_tombstones, gc_horizon, target_epochs
 
 
 @dataclass(frozen=True)
@@ -32,19 +34,21 @@ class ApplyResult:
 
 def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Sequence[Column], key: Sequence[str],
                 ordering: Sequence[str], delete_mode: str, previous_barrier: tuple[int, ...] | None,
-                stats: BatchStats, compacted: bool = False) -> ApplyResult:
+                stats: BatchStats, compacted: bool = False,
+                epochs: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] | None = None) -> ApplyResult:
     soft = delete_mode == "soft"
     key_cols = [c for c in row_columns if c.name in key]
     ensure_target(spark, names.target, row_columns, key, ordering, soft)
     if not soft:
         ensure_tombstones(spark, names.tombstones, key_cols, ordering)
     own = stats.truncate
+    previous_barrier = align(previous_barrier, len(ordering))
     barrier = max(b for b in (previous_barrier, own) if b) if (previous_barrier or own) else None
     spec = MergeSpec(
         target=names.target, staging=names.staging, tombstones=None if soft else names.tombstones,
         batch_id=batch_id, key=tuple(key), columns=tuple(c.name for c in row_columns), ordering=tuple(ordering),
         delete_mode=delete_mode, toast_columns=stats.toast_columns, barrier=barrier,
-        gc_horizon=None if soft else gc_horizon(spark, names.tombstones), compacted=compacted,
+        gc_horizon=None if soft else align(gc_horizon(spark, names.tombstones), len(ordering)), compacted=compacted,
     )
     truncated = 0
     if own is not None:
@@ -69,6 +73,9 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
                 spark.sql(merge_tombstones_sql(spec, view))
     finally:
         spark.catalog.dropTempView(view)
+    if epochs and epochs != target_epochs(spark, names.target):  # remembered: where each epoch starts
+        raw = json.dumps([[e, [list(s) for s in starts]] for e, starts in epochs])
+        spark.sql(f"ALTER TABLE {names.target} SET TBLPROPERTIES ('{EPOCHS_PROPERTY}' = '{raw}')")
     return ApplyResult(
         inserted=actions.get("insert", 0), updated=actions.get("update", 0),
         deleted=actions.get("delete", 0) + truncated, skipped=actions.get("skip", 0), truncated=truncated,

@@ -51,6 +51,9 @@ class TableConfig:
     # Compacted topic: a Kafka tombstone (null value) deletes its key, since compaction may have removed the ``d``
     # event before it. "auto": the topic's cleanup.policy decides (DescribeConfigs at plan time).
     compacted: str | bool = "auto"
+    # Raised after a database failover / RESET MASTER / move to a new cluster: changes of a newer epoch always win
+    # over stored ones, whatever their source positions (cdc.ordering).
+    ordering_epoch: int = 0
 
     @property
     def name(self) -> str:
@@ -281,7 +284,7 @@ class _Parser:
         w = f"tables[{i}]."
         allowed = {"topic", "target", "primary_key", "ordering", "delete_mode", "unavailable_value_placeholder",
                    "on_bad_record", "max_dead_letter_ratio", "allow_field_addition", "max_record_bytes",
-                   "column_types", "compacted"}
+                   "column_types", "compacted", "ordering_epoch"}
         self.unknown(t, allowed, w)
         t = {k: self.subst(v, w + k) for k, v in t.items()}
         topic, target = t.get("topic"), t.get("target")
@@ -320,6 +323,7 @@ class _Parser:
                                          int, 0),
             column_types=self.column_types(t.get("column_types"), w + "column_types"),
             compacted=self.compacted(t.get("compacted", "auto"), w + "compacted"),
+            ordering_epoch=self.number(t.get("ordering_epoch", 0), w + "ordering_epoch", int, 0),
         )
 
     def compacted(self, raw: Any, key: str) -> str | bool:

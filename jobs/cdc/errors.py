@@ -68,6 +68,10 @@ class OrderingError(TerminalError):
     """An event lacks the source log position used for ordering (e.g. ``source.lsn``)."""
 
 
+class PositionRegression(TerminalError):
+    """Source positions went far backwards (database failover, RESET MASTER, new cluster): raise ordering_epoch."""
+
+
 class SchemaRegistryUnavailable(RetryableError):
     """The schema registry could not be reached; nothing was committed."""
 

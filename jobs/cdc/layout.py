@@ -27,6 +27,15 @@ POSTGRES_ORDERING = ("__lsn",)  # tables created before commit ordering (still r
 POSTGRES_COMMIT_ORDERING = ("__last_commit_lsn", "__lsn")  # source.sequence: [last commit LSN, LSN]
 MYSQL_ORDERING = ("__binlog_file_seq", "__binlog_pos", "__binlog_row")
 EXPLICIT_PREFIX = "__ord_"
+EPOCH = "__ordering_epoch"  # leading ordering column once tables[].ordering_epoch is used: a newer epoch always wins
+
+
+def align(position: tuple[int, ...] | None, width: int) -> tuple[int, ...] | None:
+    """A stored position (truncate barrier, GC horizon, ledger max_position) recorded before the table gained its
+    epoch column, padded to the current ordering width: it belongs to epoch 0."""
+    if position is None or len(position) >= width:
+        return position
+    return (0,) * (width - len(position)) + tuple(position)
 
 
 def explicit_ordering_column(path: str) -> str:
@@ -99,8 +108,8 @@ def position_columns(ordering: Sequence[str], staged: bool) -> tuple[str, ...]:
 
 def is_meta(name: str) -> bool:
     """Is ``name`` a column the job adds to a target table (never a source column)?"""
-    return (name in TARGET_FIXED or name == DELETED or name in POSTGRES_COMMIT_ORDERING or name in MYSQL_ORDERING
-            or name.startswith(EXPLICIT_PREFIX))
+    return (name in TARGET_FIXED or name in (DELETED, EPOCH) or name in POSTGRES_COMMIT_ORDERING
+            or name in MYSQL_ORDERING or name.startswith(EXPLICIT_PREFIX))
 
 
 def row_columns(columns: Sequence[Column]) -> list[Column]:

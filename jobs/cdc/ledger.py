@@ -148,6 +148,18 @@ class Ledger:
         rows = self.spark.sql(cursor_sql(self.name, self.pipeline, table, topic)).collect()
         return {int(r["partition"]): int(r["e"]) for r in rows}
 
+    def committed_positions(self, table: str, topic: str) -> dict[int, tuple[int, ...]]:
+        """partition → the newest source position committed from it by incremental batches (``max_position``)."""
+        self._fresh()
+        rows = self.spark.sql(
+            f"SELECT `partition`, max_position FROM {self.name} WHERE {self._where(table)} AND topic = {lit(topic)} "
+            "AND status = 'committed' AND mode = 'incremental' AND max_position IS NOT NULL").collect()
+        out: dict[int, tuple[int, ...]] = {}
+        for r in rows:
+            pos = tuple(json.loads(r["max_position"]))
+            out[r["partition"]] = max(pos, out.get(r["partition"], pos), key=lambda t: (len(t), t))
+        return out
+
     def next_batch_id(self, table: str) -> int:
         self._fresh()
         row = self.spark.sql(f"SELECT max(batch_id) AS b FROM {self.name} WHERE {self._where(table)}").first()

@@ -23,12 +23,12 @@ partition/offset (see ``cdc.merge``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from cdc.errors import OrderingError
 
-from cdc.layout import MYSQL_ORDERING as MYSQL, POSTGRES_COMMIT_ORDERING, POSTGRES_ORDERING as POSTGRES, \
+from cdc.layout import EPOCH, MYSQL_ORDERING as MYSQL, POSTGRES_COMMIT_ORDERING, POSTGRES_ORDERING as POSTGRES, \
     explicit_ordering_column
 
 _AUTO = {"postgresql": "postgresql", "mysql": "mysql", "mariadb": "mysql"}
@@ -42,9 +42,43 @@ class Ordering:
 
     kind: str  # postgresql | postgresql_lsn | mysql | explicit
     paths: tuple[str, ...] = ()  # explicit only: field paths like "source.lsn"
+    # tables[].ordering_epoch history once used (None: no epoch column): (epoch, ((partition, first offset), ...)),
+    # ascending. A record's epoch is the newest one whose first offset in its partition it has reached.
+    epochs: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] | None = None
 
     @property
     def columns(self) -> tuple[str, ...]:
+        return ((EPOCH,) if self.epochs is not None else ()) + self.source_columns
+
+    @property
+    def epoch(self) -> int | None:
+        """The newest epoch (None: no epoch column)."""
+        return None if self.epochs is None else max((e for e, _ in self.epochs), default=0)
+
+    def epoch_of(self, partition: int, offset: int) -> int:
+        """The epoch of the record at ``offset`` of ``partition`` (a partition created later: its first epoch)."""
+        out = 0
+        for epoch, starts in self.epochs or ():
+            start = dict(starts).get(partition, 0)
+            if offset >= start:
+                out = epoch
+        return out
+
+    def with_epoch(self, epoch: int, starts: dict[int, int]) -> "Ordering":
+        """This ordering with ``epoch`` starting at ``starts`` (partition → first offset), unless already known."""
+        known = self.epochs or ()
+        if epoch <= (self.epoch or 0) and (epoch == 0 or any(e == epoch for e, _ in known)):
+            return replace(self, epochs=known)
+        return replace(self, epochs=(*known, (epoch, tuple(sorted(starts.items())))))
+
+    def position(self, source: dict[str, Any], envelope_ts_ms: int | None, op: str | None, partition: int,
+                 offset: int) -> tuple[int, ...]:
+        """The ordering tuple of the record at ``partition``/``offset`` (epoch first, when used)."""
+        base = self.values(source, envelope_ts_ms, op)
+        return base if self.epochs is None else (self.epoch_of(partition, offset), *base)
+
+    @property
+    def source_columns(self) -> tuple[str, ...]:
         if self.kind == "postgresql":
             return POSTGRES_COMMIT_ORDERING
         if self.kind == "postgresql_lsn":
@@ -55,7 +89,8 @@ class Ordering:
 
     def values(self, source: dict[str, Any], envelope_ts_ms: int | None = None, op: str | None = None
                ) -> tuple[int, ...]:
-        """The ordering tuple of one event; ``OrderingError`` when a position is missing or not an integer."""
+        """The source position of one event (without the epoch); ``OrderingError`` when a position is missing or
+        not an integer."""
         if self.kind == "postgresql":
             lsn = _int(source.get("lsn"), "source.lsn")
             return (last_commit_lsn(source.get("sequence"), lsn, op), lsn)
@@ -89,8 +124,16 @@ def resolve(setting: str | Sequence[str], connector: str | None, table: str) -> 
 
 
 def from_columns(columns: Sequence[str]) -> Ordering | None:
-    """Recognise the ordering of an existing target table from its column names."""
+    """Recognise the ordering of an existing target table from its column names (epoch 0 if it has the epoch column;
+    the caller sets the configured epoch)."""
     names = set(columns)
+    base = _base_from_columns(names)
+    if base is not None and EPOCH in names:
+        return Ordering(base.kind, base.paths, ())
+    return base
+
+
+def _base_from_columns(names: set[str]) -> Ordering | None:
     if set(MYSQL) <= names:
         return Ordering("mysql")
     if set(POSTGRES_COMMIT_ORDERING) <= names:

@@ -28,9 +28,9 @@ from cdc.outcome import TableResult, phase, unwrap_task_error
 from cdc.ordering import Ordering, from_columns, resolve
 from cdc.stage import (BatchStats, PartitionCounts, batch_stats, check_dead_letter_ratio, record_dead_letters,
                        stage, staged_key_and_ordering)
-from cdc.layout import row_columns, staged_row_columns, staging_columns
-from cdc import progress
-from cdc.tables import TableNames, ensure_meta_tables, existing_columns, names
+from cdc.layout import EPOCH, POSTGRES_COMMIT_ORDERING, row_columns, staged_row_columns, staging_columns
+from cdc import progress, regression
+from cdc.tables import TableNames, ensure_meta_tables, existing_columns, names, target_epochs
 
 def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: str = "incremental",
               dry_run: bool = False, bounds: BackfillBounds | None = None) -> dict[str, Any]:
@@ -123,11 +123,10 @@ class TableRun:
                 self.stage_and_merge(TableResult(self.t.target, self.t.topic), pending.batch_id, ranges, pending.mode)
                 return
             with phase(result, "recover"):
-                key, (kind, paths) = staged_key_and_ordering(self.spark, self.names.staging)
-                if kind == "postgresql" and from_columns(
-                        [c.name for c in existing_columns(self.spark, self.names.staging)]) != Ordering(kind):
-                    kind = "postgresql_lsn"  # staged before commit ordering existed (cdc.ordering)
-                ordering = Ordering(kind, paths)
+                key, ordering = staged_key_and_ordering(self.spark, self.names.staging)
+                if ordering.kind == "postgresql" and POSTGRES_COMMIT_ORDERING[0] not in {
+                        c.name for c in existing_columns(self.spark, self.names.staging)}:
+                    ordering = replace(ordering, kind="postgresql_lsn")  # staged before commit ordering existed
                 row_cols = self.row_columns_of_staging(ordering)
             self.merge_and_commit(TableResult(self.t.target, self.t.topic), pending.batch_id, row_cols, key, ordering)
 
@@ -196,6 +195,10 @@ class TableRun:
                 record_dead_letters(self.spark, self.names, self.cfg.pipeline, self.t.target, batch_id)
             check_dead_letter_ratio(self.t.target, counts, self.t.max_dead_letter_ratio, self.names.dead_letters,
                                     batch_id)
+            if mode == "incremental":  # before anything is merged: a failover must not skip changes silently
+                regression.check(self.t.target, self.t.topic, ordering.kind, ordering.epoch,
+                                 {p: c.max_position for p, c in counts.items()},
+                                 self.ledger.committed_positions(self.t.target, self.t.topic))
         checkpoint("after_stage")
         with phase(result, "ledger"):
             zero = PartitionCounts(0, 0, 0, 0)
@@ -239,7 +242,7 @@ class TableRun:
             if stats is None:  # recovering a staged batch
                 stats = batch_stats(self.spark, self.names.staging, batch_id, ordering.columns)
             applied = apply_batch(self.spark, self.names, batch_id, row_cols, key, ordering.columns,
-                                  self.t.delete_mode, previous, stats, self.compacted(result))
+                                  self.t.delete_mode, previous, stats, self.compacted(result), ordering.epochs)
         checkpoint("before_commit")
         with phase(result, "commit"):
             counts = {"inserted": applied.inserted, "updated": applied.updated, "deleted": applied.deleted}
@@ -295,7 +298,7 @@ class TableRun:
                 f"{self.cfg.source_path}: table {self.t.target}: primary key {list(key)} "
                 f"{'is empty' if not key else f'has columns {missing} that are not in the row'}; set primary_key "
                 "for this table in the pipeline YAML")
-        ordering = self.ordering(decoder.bind(cols), samples, [c.name for c in target_cols])
+        ordering = self.ordering(decoder.bind(cols), samples, [c.name for c in target_cols], ranges)
         return cols, tuple(key), ordering, decoder
 
     def known_key(self) -> tuple[str, ...]:
@@ -306,7 +309,22 @@ class TableRun:
             return ()
 
     def ordering(self, decoder: Any, samples: list[tuple[bytes | None, bytes | None]],
-                 target_names: list[str]) -> Ordering:
+                 target_names: list[str], ranges: list[PartitionRange]) -> Ordering:
+        """The source ordering (configured, the table's, or by connector), with ``tables[].ordering_epoch`` in
+        front once it is used (never below the epoch the table already holds)."""
+        base = self.source_ordering(decoder, samples, target_names)
+        if not self.t.ordering_epoch and EPOCH not in target_names:
+            return base
+        held = replace(base, epochs=target_epochs(self.spark, self.names.target))
+        if self.t.ordering_epoch < (held.epoch or 0):
+            raise ConfigError(
+                f"{self.cfg.source_path}: table {self.t.target}: ordering_epoch {self.t.ordering_epoch} is below the "
+                f"epoch {held.epoch} the table already holds; changes would be ignored as older. Set ordering_epoch "
+                f"to {held.epoch} or higher")
+        return held.with_epoch(self.t.ordering_epoch, {r.partition: r.start for r in ranges})
+
+    def source_ordering(self, decoder: Any, samples: list[tuple[bytes | None, bytes | None]],
+                        target_names: list[str]) -> Ordering:
         if self.t.ordering != "auto":
             return resolve(self.t.ordering, None, self.t.target)
         known = from_columns(target_names)

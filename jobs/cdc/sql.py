@@ -37,11 +37,17 @@ def tuple_eq(a: str, a_cols: Sequence[str], b: str, b_cols: Sequence[str]) -> st
 
 
 def tuple_cmp_literal(a: str, cols: Sequence[str], values: Sequence[int], op: str) -> str:
-    """``(a.c1, ...) <op> (v1, ...)`` for op in ``>`` / ``<`` (lexicographic)."""
+    """``(a.c1, ...) <op> (v1, ...)`` for op in ``>`` / ``<`` (lexicographic). A NULL column (a row written before
+    the column existed, e.g. the ordering epoch) counts as -infinity."""
+    from cdc.layout import EPOCH  # here, not at import: this module is imported while Airflow parses DAG files
+
+    def col(c: str) -> str:
+        return f"coalesce({a}.{q(c)}, {MIN_BIGINT})" if c == EPOCH else f"{a}.{q(c)}"
+
     terms = []
     for i, c in enumerate(cols):
-        eq = [f"{a}.{q(p)} = {int(v)}" for p, v in zip(cols[:i], values[:i])]
-        terms.append("(" + " AND ".join(eq + [f"{a}.{q(c)} {op} {int(values[i])}"]) + ")")
+        eq = [f"{col(p)} = {int(v)}" for p, v in zip(cols[:i], values[:i])]
+        terms.append("(" + " AND ".join(eq + [f"{col(c)} {op} {int(values[i])}"]) + ")")
     return "(" + " OR ".join(terms) + ")"
 
 

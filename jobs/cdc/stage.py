@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from cdc.errors import DeadLetterRatioExceeded
 from cdc.kafka.read import Chunk, ReadSpec, map_chunks
+from cdc.ordering import Ordering
 from cdc.sql import lit, q
 from cdc.tables import TableNames, ensure_staging, spark_schema
 
@@ -30,9 +31,10 @@ class PartitionCounts:
 def stage(spark: Any, spec: ReadSpec, chunks: Sequence[Chunk], names: TableNames) -> None:
     """Read ``chunks`` (one Spark task each) and overwrite the batch's staging partition."""
     ensure_staging(spark, names.staging, spec.staging_columns)
+    epochs = None if spec.ordering.epochs is None else [[e, [list(s) for s in st]] for e, st in spec.ordering.epochs]
     spark.sql(f"ALTER TABLE {names.staging} SET TBLPROPERTIES ("
               f"'cdc.key'={lit(json.dumps(list(spec.key)))}, "
-              f"'cdc.ordering'={lit(json.dumps([spec.ordering.kind, list(spec.ordering.paths)]))})")
+              f"'cdc.ordering'={lit(json.dumps([spec.ordering.kind, list(spec.ordering.paths), epochs]))})")
     rows = [tuple(asdict(c).values()) for c in chunks]
     rdd = spark.sparkContext.parallelize(rows, max(1, len(rows)))
     chunk_df = spark.createDataFrame(rdd, "topic string, partition int, start long, end long")
@@ -43,10 +45,19 @@ def stage(spark: Any, spec: ReadSpec, chunks: Sequence[Chunk], names: TableNames
     df.writeTo(names.staging).overwritePartitions()
 
 
-def staged_key_and_ordering(spark: Any, staging: str) -> tuple[tuple[str, ...], tuple[str, tuple[str, ...]]]:
+def staged_key_and_ordering(spark: Any, staging: str) -> tuple[tuple[str, ...], Ordering]:
+    """The key and ordering the staging table's newest batch was staged with."""
     props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {staging}").collect()}
-    kind, paths = json.loads(props["cdc.ordering"])
-    return tuple(json.loads(props["cdc.key"])), (kind, tuple(paths))
+    kind, paths, *rest = json.loads(props["cdc.ordering"])
+    epochs = rest[0] if rest else None
+    return tuple(json.loads(props["cdc.key"])), Ordering(kind, tuple(paths), epochs_of(epochs))
+
+
+def epochs_of(raw: Any) -> tuple[tuple[int, tuple[tuple[int, int], ...]], ...] | None:
+    """Epoch history from its JSON form ``[[epoch, [[partition, offset], ...]], ...]`` (None stays None)."""
+    if raw is None:
+        return None
+    return tuple((int(e), tuple((int(p), int(o)) for p, o in starts)) for e, starts in raw)
 
 
 @dataclass(frozen=True)

@@ -190,3 +190,18 @@ def gc_horizon(spark: Any, tombstones: str) -> tuple[int, ...] | None:
     props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {tombstones}").collect()}
     raw = props.get(GC_HORIZON_PROPERTY)
     return tuple(int(v) for v in json.loads(raw)) if raw else None
+
+
+EPOCHS_PROPERTY = "cdc.ordering-epochs"  # on a target table: the ordering_epoch history merged into it (JSON)
+
+
+def target_epochs(spark: Any, target: str) -> tuple[tuple[int, tuple[tuple[int, int], ...]], ...]:
+    """The ``tables[].ordering_epoch`` history merged into the target: (epoch, ((partition, first offset), ...))."""
+    import json
+
+    from cdc.stage import epochs_of
+
+    if not exists(spark, target):
+        return ()
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {target}").collect()}
+    return epochs_of(json.loads(props.get(EPOCHS_PROPERTY, "[]"))) or ()

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tests.conftest import REPO
-from tests.integration.events import PLACEHOLDER, pg, tombstone
+from tests.integration.events import PLACEHOLDER, mysql, pg, tombstone
 
 pytestmark = pytest.mark.integration
 
@@ -249,6 +249,32 @@ def test_scenario_11_cursor_beyond_the_high_watermark_is_a_terminal_error(make_p
     assert s["ranges"] == [{"partition": 0, "start": 0, "end": 6}] and s["inserted"] == 1  # replays are ignored
     assert sorted(p.rows()) == [0, 1, 2, 3, 4, 9]
     assert p.run()["status"] == "empty"
+
+
+# ---- scenario 5: position regressions after a failover -------------------------------------------------------------
+
+def test_scenario_05_a_failover_is_refused_until_the_ordering_epoch_is_raised(make_pipe):
+    from dataclasses import replace
+
+    from cdc.errors import PositionRegression
+
+    p = make_pipe()
+    p.send(mysql("c", 1, row(1, "a"), "mysql-bin.000012", 900), mysql("c", 2, row(2, "b"), "mysql-bin.000012", 950))
+    p.run()
+    p.send(mysql("u", 1, row(1, "after failover"), "mysql-bin.000001", 4))  # RESET MASTER / a new primary
+    with pytest.raises(PositionRegression) as err:
+        p.run()
+    assert p.topic in str(err.value) and "partition 0" in str(err.value) and "ordering_epoch" in str(err.value)
+    assert p.rows() == {1: ("a", None), 2: ("b", None)}  # nothing merged
+    p.cfg = replace(p.cfg, tables=(replace(p.table, ordering_epoch=1),))  # the documented way on
+    s = p.run()
+    assert (s["status"], s["updated"]) == ("committed", 1)
+    p.send(mysql("d", 2, row(2, "b"), "mysql-bin.000001", 80))
+    p.run()
+    assert p.rows("name", "__ordering_epoch", "__binlog_file_seq") == {1: ("after failover", 1, 1)}
+    # a replay of the old epoch's offsets changes nothing, and its deletes stay deleted
+    p.run(mode="backfill", bounds=_bounds(p.topic, start={0: 0}))
+    assert p.rows() == {1: ("after failover", None)}
 
 
 # ---- scenario 6: compacted topics ----------------------------------------------------------------------------------

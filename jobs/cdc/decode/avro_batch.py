@@ -118,7 +118,7 @@ def _decode_group(spec: Any, topic: str, partition: int, group: Sequence[Message
     is_d = pc.equal(op, "d")
     change = pc.is_in(op, pa.array(["c", "u", "d", "r"]))
     source = table.column("source").combine_chunks()
-    ordering = _ordering(spec.ordering, source, table, op)
+    ordering = _ordering(spec.ordering, source, table, op, partition, [m[0] for m in group])
     good = pc.or_(pc.is_in(op, pa.array(["t", "m"])), change)
     for a in ordering:
         good = pc.and_(good, pc.or_(pc.equal(op, "m"), pc.is_valid(a)))
@@ -162,7 +162,16 @@ def _decode_group(spec: Any, topic: str, partition: int, group: Sequence[Message
     return batch.filter(mask), rest
 
 
-def _ordering(ordering: Any, source: pa.StructArray, table: pa.Table, op: pa.Array) -> list[pa.Array]:
+def _ordering(ordering: Any, source: pa.StructArray, table: pa.Table, op: pa.Array, partition: int,
+              offsets: Sequence[int]) -> list[pa.Array]:
+    """The ordering columns (``cdc.ordering.Ordering.values``, vectorised): the epoch, then the source position."""
+    base = _source_ordering(ordering, source, table, op)
+    if ordering.epochs is None:
+        return base
+    return [pa.array([ordering.epoch_of(partition, o) for o in offsets], pa.int64()), *base]
+
+
+def _source_ordering(ordering: Any, source: pa.StructArray, table: pa.Table, op: pa.Array) -> list[pa.Array]:
     n = len(source)
     names = {source.type.field(i).name for i in range(source.type.num_fields)}
 

@@ -126,7 +126,8 @@ def stage_record(spec: ReadSpec, topic: str, partition: int, offset: int, ts_ms:
         row: dict[str, Any] = {**base, "__kind": CHANGE, "__op": ev.op, "__source_ts_ms": ev.source.get("ts_ms"),
                                "__ts_ms": ev.ts_ms, "__unavailable": list(ev.unavailable) or None,
                                "__raw_key": None, "__raw_value": None}
-        row.update(zip(spec.ordering.columns, spec.ordering.values(ev.source, ev.ts_ms, ev.op)))
+        position = spec.ordering.position(ev.source, ev.ts_ms, ev.op, partition, offset)
+        row.update(zip(spec.ordering.columns, position))
         if ev.op != "t":
             image = ev.row or {}
             keyvals = ev.key or {}

@@ -72,3 +72,31 @@ def test_from_columns_recognises_existing_tables():
     assert from_columns(["id", "__last_commit_lsn", "__lsn"]) == Ordering("postgresql")
     assert from_columns(["id", "__binlog_file_seq", "__binlog_pos", "__binlog_row"]) == Ordering("mysql")
     assert from_columns(["id"]) is None
+
+
+def test_ordering_epochs_follow_the_kafka_offsets_where_each_epoch_started():
+    o = Ordering("mysql").with_epoch(1, {0: 100, 1: 40})
+    assert o.columns == ("__ordering_epoch", "__binlog_file_seq", "__binlog_pos", "__binlog_row")
+    src = {"file": "mysql-bin.000001", "pos": 4, "row": 0}
+    assert o.position(src, None, "u", 0, 100) == (1, 1, 4, 0)  # after the failover: new epoch
+    assert o.position(src, None, "u", 0, 99) == (0, 1, 4, 0)  # a replay of older offsets keeps the old epoch
+    assert o.position(src, None, "u", 2, 0) == (1, 1, 4, 0)  # a partition created later
+    assert o.with_epoch(1, {0: 500}) == o  # known epoch: where it started does not move
+    assert o.with_epoch(2, {0: 900}).epoch == 2
+    assert Ordering("mysql").position(src, None, "u", 0, 5) == (1, 4, 0)  # no epoch column
+
+
+def test_scenario_05_position_regressions_are_detected_far_below_only():
+    from cdc.errors import PositionRegression
+    from cdc.regression import check
+
+    before = {0: (12, 900, 0)}
+    check("t", "x", "mysql", None, {0: (11, 50, 0)}, before)  # a restart redelivers from the previous file: fine
+    with pytest.raises(PositionRegression, match="partition 0.*ordering_epoch to 1"):
+        check("t", "x", "mysql", None, {0: (1, 4, 0)}, before)  # RESET MASTER
+    check("t", "x", "mysql", 1, {0: (1, 1, 4, 0)}, {0: (12, 900, 0)})  # the new epoch: newer whatever the position
+    pg = {0: (7_000_000_000, 7_000_000_100)}
+    check("t", "x", "postgresql", None, {0: (6_999_000_000, 6_999_000_500)}, pg)  # redelivery
+    with pytest.raises(PositionRegression):
+        check("t", "x", "postgresql", None, {0: (22_000_000, 22_000_100)}, pg)  # a new cluster
+    check("t", "x", "explicit", None, {0: (1,)}, {0: (99,)})  # unknown meaning: not checked
