@@ -20,7 +20,6 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import IntEnum
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
@@ -159,20 +158,24 @@ class JobResult:
 
 
 def write_result(result: JobResult, env: Mapping[str, str] | None = None) -> None:
-    """Write ``result`` to ``$CDC_RESULT_FILE`` (atomically) when that is set; otherwise do nothing."""
+    """Write ``result`` to ``$CDC_RESULT_FILE`` (a path, or a URI such as ``s3://…``: ``cdc.results``) when that is
+    set; otherwise do nothing."""
+    from cdc import results
+
     target = (os.environ if env is None else env).get(RESULT_FILE_ENV)
     if not target:
         return
-    tmp = Path(f"{target}.{os.getpid()}.tmp")
-    tmp.write_text(result.to_json())
-    os.replace(tmp, target)
+    results.write_text(str(target), result.to_json())
 
 
 def read_result(path: str | os.PathLike[str]) -> JobResult | None:
     """The result a job wrote, or None when it wrote none (it died first, or does not speak this contract)."""
+    from cdc import results
+
     try:
-        return JobResult.from_json(Path(path).read_text())
-    except (OSError, ValueError, KeyError, TypeError):
+        text = results.read_text(str(path))
+        return JobResult.from_json(text) if text is not None else None
+    except (ValueError, KeyError, TypeError):
         return None
 
 

@@ -10,6 +10,8 @@
 | CDC_ICEBERG_JAR       | the jar in snowpark_connect_deps_iceberg  | --jars                                           |
 | CDC_PY_FILES          | (unset: build $CDC_HOME/build/cdc.zip)    | --py-files, e.g. a zip baked into an image       |
 | CDC_RETRIES           | 3                                         | retries of retryable failures                    |
+| CDC_RESULT_DIR        | (unset: a local temporary file)           | where jobs write their result: a path or URI    |
+|                       |                                           | a cluster-deploy-mode driver reaches (s3://...)  |
 | CDC_MAINTENANCE_SCHEDULE | @daily                                 | schedule of the maintenance DAGs                 |
 | CDC_SCHEDULE          | (unset: each YAML's ``schedule``)         | override every ingestion DAG's schedule; ``none``: |
 |                       |                                           | manual/API triggers only (the demo uses this)    |

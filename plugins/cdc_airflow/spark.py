@@ -6,9 +6,11 @@ its result (``$CDC_RESULT_FILE``, ``cdc.cli_contract``). Afterwards it maps the 
 ``AirflowFailException`` (no retry), 75 and others → ``CdcJobError`` (retried); it returns the job's JSON summary.
 
 The job reports through a file instead of through the provider's output handling or its subprocess, which are
-private. Without a result (spark-submit failed before the job ended, or cluster deploy mode: the driver and its
-file are elsewhere) a failure is retried. ``master`` (``CDC_SPARK_MASTER``) overrides the connection's master by
-handing the hook an environment connection (``AIRFLOW_CONN_<ID>``): the base connection with another host.
+private. Without a result (spark-submit failed before the job ended, or cluster deploy mode without
+``CDC_RESULT_DIR``: the driver and its file are elsewhere) a failure is retried. With ``CDC_RESULT_DIR`` (a path or
+URI both sides reach, e.g. under the warehouse) the job writes its result there (``cdc.results``). ``master``
+(``CDC_SPARK_MASTER``) overrides the connection's master by handing the hook an environment connection
+(``AIRFLOW_CONN_<ID>``): the base connection with another host.
 """
 
 from __future__ import annotations
@@ -67,8 +69,11 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
         self.conf = {**spark_conf(master, self.pipeline_spark_conf, sys.executable), **(self.conf or {})}
         if master.startswith("local"):
             self.env_vars = {**spark_env(sys.executable, os.environ.get("PATH")), **(self.env_vars or {})}
+        shared = shared_result_location(context)  # CDC_RESULT_DIR: a place a driver in cluster deploy mode reaches
+        if shared:  # the provider passes env_vars to such a driver (YARN appMasterEnv, Kubernetes driverEnv)
+            self.env_vars = {**(self.env_vars or {}), cli.RESULT_FILE_ENV: shared}
         with tempfile.TemporaryDirectory(prefix="cdc-result-") as tmp:
-            result_file = str(Path(tmp) / "result.json")
+            result_file = shared or str(Path(tmp) / "result.json")
             env = {cli.RESULT_FILE_ENV: result_file}  # inherited by spark-submit, i.e. the driver in client mode
             if self.master:
                 env[conn_env_var(self.hook_conn_id)] = json.dumps(override_connection(base, self.master))
@@ -85,6 +90,17 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
             for table in emit(context, *self.emit_assets, summary):
                 self.log.info("asset event for %s (committed data)", table)
         return summary
+
+
+def shared_result_location(context: Any) -> str | None:
+    """``$CDC_RESULT_DIR/<dag>/<run>/<task>__<map index>__try<n>.json`` (``cdc.results``), or None when unset."""
+    from cdc import results
+
+    base = os.environ.get(results.RESULT_DIR_ENV)
+    if not base:
+        return None
+    ti = context["ti"]
+    return results.result_location(base, ti.dag_id, ti.run_id, ti.task_id, ti.map_index, ti.try_number)
 
 
 def job_outcome(result: cli.JobResult | None, failure: AirflowException | None) -> dict[str, Any] | None:

@@ -120,16 +120,20 @@ def test_spark_submit_to_standalone_cluster_with_the_wheel(
 def test_dag_spark_submit_operator_on_standalone_cluster(
         source: dict[str, Any], spark: Any, warehouse: Path, spark_cluster: standalone.Cluster, cdc_wheel: Path,
         executor_python: str, tmp_path: Path, airflow_db: str) -> None:
-    """The ingestion DAG as deployed: master from the ``spark_default`` connection, the wheel as CDC_PY_FILES."""
+    """The ingestion DAG as deployed: master from the ``spark_default`` connection, the wheel as CDC_PY_FILES, the
+    job's result under the warehouse (CDC_RESULT_DIR, as cluster deploy mode needs; standalone runs Python drivers
+    in client mode only, so the cluster-mode hand-over itself is not exercised here)."""
     ns = unique("dag")
     event_log = tmp_path / "events"
     (tmp_path / "pipelines").mkdir()
     (tmp_path / "pipelines" / "clusterdag.yaml").write_text(yaml.safe_dump(pipeline(
         "clusterdag", source["bootstrap"], source["topic"], warehouse, ns,
         cluster_spark_conf(executor_python, event_log))))
+    results_dir = warehouse / "_cdc_results" / ns
     host, port = spark_cluster.master_url.rsplit(":", 1)
     env = standalone.clean_env(
         CDC_PIPELINES_DIR=str(tmp_path / "pipelines"), CDC_RETRIES="0", CDC_PY_FILES=str(cdc_wheel),
+        CDC_RESULT_DIR=f"file://{results_dir}",  # what a cluster-deploy-mode driver would write to
         AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": host, "port": int(port)}))
     with pytest.MonkeyPatch.context() as mp:
         for k in [k for k in os.environ if k.startswith("CDC_") or k in ("PYTHONPATH", "SPARK_HOME")]:
@@ -147,6 +151,8 @@ def test_dag_spark_submit_operator_on_standalone_cluster(
         tis = {(ti.task_id, ti.rendered_map_index or ""): ti.state for ti in dr.get_task_instances()}
     assert dr.state == "success", tis
     assert tis[("ingest", f"{ns}.customers")] == "success"
+    [result] = [json.loads(f.read_text()) for f in results_dir.rglob("*.json")]  # one task try, in the warehouse
+    assert result["exit_code"] == 0 and result["summary"]["tables"][0]["status"] == "committed"
     assert table(spark, ns) == source["reference"]
     assert ledger(spark, ns) == {p: (1, "committed", 0, n) for p, n in source["produced"].items()}
     assert_ran_on_the_cluster(event_log, spark_cluster.master_url)

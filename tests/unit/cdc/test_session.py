@@ -99,3 +99,21 @@ def test_wheels_of_py_files_are_shipped_again_as_zips() -> None:
         ("/b/cdc_iceberg-0.1.0-py3-none-any.whl", "cdc_iceberg-0.1.0-py3-none-any.zip"),
         ("file:/c/other-1.0-py3-none-any.WHL", "other-1.0-py3-none-any.zip")]
     assert wheel_zips("") == []
+
+
+def test_result_locations_plain_files_and_uris(tmp_path) -> None:
+    """cdc.results: paths and file: URIs are plain files (atomic), other schemes go through pyarrow.fs; one location
+    per task try. Object stores are not reachable here: only their classification is tested."""
+    from cdc import cli_contract as cli
+    from cdc import results
+
+    loc = results.result_location(f"file://{tmp_path}/res/", "cdc_demo", "manual__2026-01-01T00:00:00+00:00",
+                                  "ingest", "inventory.customers", 2)
+    assert loc == (f"file://{tmp_path}/res/cdc_demo/manual__2026-01-01T00_00_00_00_00/"
+                   "ingest__inventory.customers__try2.json")
+    cli.write_result(cli.JobResult(75, None, "broker down"), {cli.RESULT_FILE_ENV: loc})
+    assert cli.read_result(loc) == cli.JobResult(75, None, "broker down")
+    assert (tmp_path / "res" / "cdc_demo").is_dir() and not list(tmp_path.rglob("*.tmp"))
+    assert cli.read_result(f"{tmp_path}/missing.json") is None
+    assert all(results.is_local(x) for x in ("/a/b", "rel/x.json", "file:///a", r"C:\\r.json"))
+    assert not any(results.is_local(x) for x in ("s3://b/k", "hdfs://nn/p", "gs://b/k", "abfs://c@a/p"))
