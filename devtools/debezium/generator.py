@@ -66,6 +66,10 @@ class GeneratorConfig:
     replica_identity: ReplicaIdentity = "full"
     tombstones: bool = True  # Debezium tombstones.on.delete
     toast_fraction: float = 0.15  # share of generated text values large enough to be TOASTed
+    # PostgreSQL sends unchanged TOASTed values of a primary-key change's new row as placeholders. The job resolves
+    # them only when the old key's delete is in the same batch (docs/failure-modes.md, known limits), so the
+    # randomized oracle leaves this off; tests that need it turn it on.
+    toast_on_pk_change: bool = False
     max_tx_size: int = 3  # random_ops groups changes into transactions of 1..max_tx_size
     start_ms: int = 1_704_067_200_000  # 2024-01-01T00:00:00Z
     binlog_max_bytes: int = 20_000  # MySQL: rotate to the next binlog file after this many bytes
@@ -349,8 +353,8 @@ class ChangeEventGenerator:
             self.ever_seen.add(new_pk)
             position = self._next_position("pk", False)
             out = self._emit("d", self.table.key_of(old), self._old_image(old, "d"), None, position)
-            # PostgreSQL sends unchanged TOASTed values of the new row as placeholders here too
-            out += self._emit("c", self.table.key_of(new), None, self._toasted(old, new, {}), position)
+            after = self._toasted(old, new, {}) if self.config.toast_on_pk_change else dict(new)
+            out += self._emit("c", self.table.key_of(new), None, after, position)
             return out
 
     def _toasted(self, old: Row, new: Row, changes: Row) -> Row:

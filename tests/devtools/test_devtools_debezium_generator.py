@@ -124,6 +124,15 @@ def test_toast_placeholder_only_for_unchanged_large_text_in_postgres() -> None:
     assert any(r.value and r.value["after"] and r.value["after"]["notes"] == TOAST_PLACEHOLDER for r in gen.records)
 
 
+def test_primary_key_change_can_carry_toast_placeholders_and_replay_resolves_them() -> None:
+    gen = ChangeEventGenerator(5, GeneratorConfig(toast_on_pk_change=True))
+    big = "y" * 3000
+    gen.insert({**ROW, "notes": big})
+    d, _, c = gen.change_pk(1, 100)
+    assert c.value["after"]["notes"] == TOAST_PLACEHOLDER and d.position == c.position
+    assert gen.expected_rows()[100]["notes"] == big and replay(gen.records)[100]["notes"] == big
+
+
 def test_replica_identity_images() -> None:
     gen = ChangeEventGenerator(2, GeneratorConfig(replica_identity="default"))
     gen.snapshot(3)
