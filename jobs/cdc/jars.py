@@ -4,6 +4,7 @@ Pure (standard library only), so the session factory, the Airflow side, the Dock
 
     python -m cdc.jars                          # every production coordinate, comma-separated (for --packages)
     python -m cdc.jars --config P.yaml          # only what this pipeline's catalog/warehouse needs
+    python -m cdc.jars --urls                   # Maven Central URLs (docker/Dockerfile downloads these)
 
 * ``iceberg-spark-runtime`` always (the Iceberg catalog, SQL extensions, MERGE).
 * ``iceberg-aws-bundle`` for S3 (``S3FileIO``: ``s3://`` / ``s3a://`` warehouses, also needed by maintenance's
@@ -34,6 +35,7 @@ ICEBERG_SPARK_RUNTIME = f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_SCALA}
 ICEBERG_AWS_BUNDLE = f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}"
 POSTGRESQL_JDBC = f"org.postgresql:postgresql:{POSTGRESQL_JDBC_VERSION}"
 ALL = (ICEBERG_SPARK_RUNTIME, ICEBERG_AWS_BUNDLE, POSTGRESQL_JDBC)
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 
 BUNDLED_JAR_GLOB = f"iceberg-spark-runtime-{SPARK_SCALA}-*.jar"
 JARS_ENV = "CDC_JARS"
@@ -88,10 +90,17 @@ def for_config(cfg: Any) -> tuple[str, ...]:
     return needed(c.type, c.warehouse, c.properties)
 
 
+def maven_url(coordinate: str, repository: str = MAVEN_CENTRAL) -> str:
+    """Download URL of a ``group:artifact:version`` jar in a Maven repository layout (pure)."""
+    group, artifact, version = coordinate.split(":")
+    return f"{repository.rstrip('/')}/{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.jar"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m cdc.jars", description="Maven coordinates of the job's jars")
     p.add_argument("--config", help="only what this pipeline YAML needs (default: every production jar)")
     p.add_argument("--lines", action="store_true", help="one per line instead of comma-separated")
+    p.add_argument("--urls", action="store_true", help="Maven Central download URLs, one per line (docker/Dockerfile)")
     args = p.parse_args(argv)
     if args.config:
         from cdc.config import load_config
@@ -99,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         coords = for_config(load_config(args.config))
     else:
         coords = ALL
-    print(("\n" if args.lines else ",").join(coords))
+    if args.urls:
+        print("\n".join(maven_url(c) for c in coords))
+    else:
+        print(("\n" if args.lines else ",").join(coords))
     return 0
 
 

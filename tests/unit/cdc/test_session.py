@@ -117,3 +117,10 @@ def test_result_locations_plain_files_and_uris(tmp_path) -> None:
     assert cli.read_result(f"{tmp_path}/missing.json") is None
     assert all(results.is_local(x) for x in ("/a/b", "rel/x.json", "file:///a", r"C:\\r.json"))
     assert not any(results.is_local(x) for x in ("s3://b/k", "hdfs://nn/p", "gs://b/k", "abfs://c@a/p"))
+
+
+def test_maven_urls_of_the_jar_set() -> None:
+    assert jars.maven_url(jars.ICEBERG_AWS_BUNDLE) == (
+        "https://repo1.maven.org/maven2/org/apache/iceberg/iceberg-aws-bundle/1.10.2/iceberg-aws-bundle-1.10.2.jar")
+    assert jars.maven_url(jars.POSTGRESQL_JDBC, "https://mirror/m2/") == (
+        "https://mirror/m2/org/postgresql/postgresql/42.7.4/postgresql-42.7.4.jar")
