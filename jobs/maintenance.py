@@ -98,13 +98,15 @@ class Maintenance:
             f"{ts_literal(self.hours_ago(self.args.orphan_retention_hours))})").collect())})
 
     def old_committed_batches(self, t: "TableConfig") -> list[int]:
+        from cdc.sql import lit
+
         ledger = f"{self.cat}.{self.cfg.metadata_namespace}.ledger"
         if not self.exists(ledger):
             return []
         cutoff = ts_literal(self.hours_ago(self.args.staging_retention_hours))
         rows = self.spark.sql(
-            f"SELECT DISTINCT batch_id FROM {ledger} WHERE pipeline = '{self.cfg.pipeline}' "
-            f"AND table_name = '{t.target}' AND status = 'committed' AND committed_at < {cutoff}").collect()
+            f"SELECT DISTINCT batch_id FROM {ledger} WHERE pipeline = {lit(self.cfg.pipeline)} "
+            f"AND table_name = {lit(t.target)} AND status = 'committed' AND committed_at < {cutoff}").collect()
         return sorted(int(r.batch_id) for r in rows)
 
     def staging(self, t: "TableConfig", ident: str) -> None:
@@ -156,13 +158,14 @@ class Maintenance:
         partitions, of the newest position committed from each); None while a partition that delivered changes has
         no recorded position (batches from before positions were recorded)."""
         from cdc.layout import align
+        from cdc.sql import lit
 
         ledger = f"{self.cat}.{self.cfg.metadata_namespace}.ledger"
         if not self.exists(ledger):
             return None
         rows = self.spark.sql(
             f"SELECT `partition`, max_position, events_read - events_skipped - dead_letters AS changes FROM {ledger} "
-            f"WHERE pipeline = '{self.cfg.pipeline}' AND table_name = '{t.target}' AND topic = '{t.topic}' "
+            f"WHERE pipeline = {lit(self.cfg.pipeline)} AND table_name = {lit(t.target)} AND topic = {lit(t.topic)} "
             "AND status = 'committed'").collect()
         newest: dict[int, tuple[int, ...]] = {}
         changed: set[int] = set()

@@ -113,5 +113,5 @@ def check_dead_letter_ratio(table: str, counts: dict[int, PartitionCounts], max_
         raise DeadLetterRatioExceeded(
             f"table {table}: batch {batch_id}: {bad} of {read} records ({bad / read:.1%}) could not be decoded, "
             f"more than max_dead_letter_ratio {max_ratio:.1%}; nothing was merged. Inspect them with "
-            f"SELECT * FROM {dead_letters_table} WHERE table_name = '{table}' AND batch_id = {batch_id}, fix the "
+            f"SELECT * FROM {dead_letters_table} WHERE table_name = {lit(table)} AND batch_id = {batch_id}, fix the "
             "cause, or raise max_dead_letter_ratio for this table and rerun")

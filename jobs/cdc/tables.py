@@ -18,7 +18,7 @@ from cdc.decode.model import Column
 from cdc.layout import staging_columns, target_meta, tombstone_columns
 from cdc.ledger_model import (DEAD_LETTER_COLUMNS, LEDGER_COLUMNS, ddl_of, dead_letters_identifier, ledger_identifier,
                               staging_identifier, tombstones_identifier)
-from cdc.sql import q
+from cdc.sql import lit, q
 
 __all__ = ["TableNames", "names", "staging_columns", "target_meta", "spark_type", "spark_schema", "arrow_schema",
            "ensure_meta_tables", "ensure_staging", "ensure_target", "ensure_tombstones", "evolve", "existing_columns",
@@ -96,7 +96,7 @@ def ddl(columns: Sequence[Column], not_null: Sequence[str] = ()) -> str:
 
 def props_sql(extra: dict[str, str] | None = None) -> str:
     props = {**TABLE_PROPS, **(extra or {})}
-    return ", ".join(f"'{k}'='{v}'" for k, v in props.items())
+    return ", ".join(f"{lit(k)}={lit(str(v))}" for k, v in props.items())
 
 
 def exists(spark: Any, name: str) -> bool:
