@@ -159,37 +159,27 @@ def find_first(kafka_conf: Mapping[str, Any], topic: str, ranges: list[Partition
                match: Callable[[bytes | None, bytes | None], bool], limit: int = SCAN_LIMIT,
                timeout: float = 10.0) -> tuple[int, int] | None:
     """``(partition, offset)`` of the first record of the ranges (partitions in order) for which ``match(key,
-    value)`` is true; None if none is found within ``limit`` records or ``timeout`` seconds per partition."""
-    import time
-
-    from confluent_kafka import KafkaError, TopicPartition
+    value)`` is true; None if none is found within ``limit`` records (a partition that stalls for ``timeout``
+    seconds is skipped)."""
+    from cdc.errors import KafkaUnavailable
+    from cdc.kafka.ranges import consume_range
 
     consumer = new_consumer(kafka_conf, **{"auto.offset.reset": "earliest"})
     left = limit
     try:
         for r in sorted(ranges, key=lambda r: r.partition):
-            if r.size == 0 or left <= 0:
+            where = f"topic {topic} partition {r.partition}: locating a record"
+            try:
+                for msgs in consume_range(consumer, topic, r.partition, r.start, r.end, timeout, where,
+                                          stall="stop", batch=1000):
+                    for msg in msgs[:left]:
+                        if match(msg.key(), msg.value()):
+                            return r.partition, msg.offset()
+                    left -= len(msgs)
+                    if left <= 0:
+                        return None
+            except KafkaUnavailable:  # best effort: this only names the record in an error message
                 continue
-            consumer.assign([TopicPartition(topic, r.partition, r.start)])
-            deadline = time.monotonic() + timeout
-            done = False
-            while not done and left > 0 and time.monotonic() < deadline:
-                for msg in consumer.consume(1000, 0.2):
-                    if msg.error() is not None:
-                        if msg.error().code() == KafkaError._PARTITION_EOF:
-                            done = True
-                            break
-                        continue
-                    if msg.offset() >= r.end:
-                        done = True
-                        break
-                    left -= 1
-                    if match(msg.key(), msg.value()):
-                        return r.partition, msg.offset()
-                    if msg.offset() >= r.end - 1 or left <= 0:
-                        done = True
-                        break
-            consumer.unassign()
     finally:
         consumer.close()
     return None

@@ -12,7 +12,6 @@ the reason (dead letters). With ``on_bad_record: fail`` a bad record fails the t
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -21,12 +20,12 @@ import pyarrow as pa
 from cdc.decode import Decoder
 from cdc.decode.avro import AvroDecoder
 from cdc.decode.model import CHANGE, TOMBSTONE, Column
-from cdc.errors import BadRecordError, CdcError, DecodeError, KafkaUnavailable, OrderingError, UnboundColumns
+from cdc.errors import BadRecordError, CdcError, DecodeError, OrderingError, UnboundColumns
+from cdc.kafka.ranges import consume_range
 from cdc.ordering import Ordering
 from cdc.tables import arrow_schema
 
 ROWS_PER_BATCH = 10_000
-CONSUME_BATCH = 5_000
 
 
 @dataclass(frozen=True)
@@ -189,8 +188,6 @@ def stage_messages(spec: ReadSpec, topic: str, partition: int, msgs: list[tuple[
 
 def read_chunk(spec: ReadSpec, chunk: Chunk, consumer: Any | None = None) -> Iterator[pa.RecordBatch]:
     """Read ``[chunk.start, chunk.end)`` and yield staging rows in Arrow batches."""
-    from confluent_kafka import KafkaError, TopicPartition
-
     from cdc.kafka.offsets import new_consumer
 
     if chunk.end <= chunk.start:
@@ -200,40 +197,17 @@ def read_chunk(spec: ReadSpec, chunk: Chunk, consumer: Any | None = None) -> Ite
     rows = _Rows(spec)
     where = f"table {spec.table}: topic {chunk.topic} partition {chunk.partition}"
     try:
-        consumer.assign([TopicPartition(chunk.topic, chunk.partition, chunk.start)])
-        position, last_progress, done = chunk.start, time.monotonic(), False
         pending: list[tuple[int, int | None, Any, Any]] = []
-        while not done:
-            msgs = consumer.consume(CONSUME_BATCH, 0.5)
-            if not msgs and time.monotonic() - last_progress > spec.timeout_seconds:
-                raise KafkaUnavailable(f"{where}: no records between offset {position} and {chunk.end} for "
-                                       f"{spec.timeout_seconds:.0f}s (broker down or records deleted by retention?)"
-                                       "; rerun when the broker is healthy")
+        for msgs in consume_range(consumer, chunk.topic, chunk.partition, chunk.start, chunk.end,
+                                  spec.timeout_seconds, where):
             for msg in msgs:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if msg.offset() >= chunk.end:
-                            done = True
-                            break
-                        continue
-                    if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
-                        raise KafkaUnavailable(f"{where}: offset {position} is out of range (deleted by retention?)"
-                                               "; the range can no longer be read")
-                    raise KafkaUnavailable(f"{where} offset {position}: {err.str()}")
-                off = msg.offset()
-                if off >= chunk.end:
-                    done = True
-                    break
-                last_progress, position = time.monotonic(), off + 1
                 ts_type, ts = msg.timestamp()
-                pending.append((off, ts if ts_type else None, msg.key(), msg.value()))
-                if off >= chunk.end - 1:
-                    done = True
-                    break
-            if len(pending) >= ROWS_PER_BATCH or (done and pending):
+                pending.append((msg.offset(), ts if ts_type else None, msg.key(), msg.value()))
+            if len(pending) >= ROWS_PER_BATCH:
                 yield from stage_messages(spec, chunk.topic, chunk.partition, pending, rows)
                 pending = []
+        if pending:
+            yield from stage_messages(spec, chunk.topic, chunk.partition, pending, rows)
     finally:
         if own:
             consumer.close()
@@ -255,27 +229,6 @@ def map_chunks(spec: ReadSpec):  # type: ignore[no-untyped-def]
 
 def read_raw(consumer: Any, tp: Any, end: int, timeout: float) -> list[tuple[bytes | None, bytes | None]]:
     """``(key, value)`` of the records of one partition from ``tp.offset`` up to ``end`` (small ranges only)."""
-    from confluent_kafka import KafkaError
-
-    out: list[tuple[bytes | None, bytes | None]] = []
-    if end <= tp.offset:
-        return out
-    consumer.assign([tp])
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.2):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        return out
-                    raise KafkaUnavailable(f"topic {tp.topic} partition {tp.partition}: {err.str()}")
-                if msg.offset() >= end:
-                    return out
-                out.append((msg.key(), msg.value()))
-                if msg.offset() >= end - 1:
-                    return out
-        raise KafkaUnavailable(f"topic {tp.topic} partition {tp.partition}: reading samples from offset "
-                               f"{tp.offset} timed out after {timeout:.0f}s")
-    finally:
-        consumer.unassign()
+    where = f"topic {tp.topic} partition {tp.partition}: reading samples"
+    return [(m.key(), m.value()) for msgs in consume_range(consumer, tp.topic, tp.partition, tp.offset, end, timeout,
+                                                            where, eof_ends=True, batch=1000) for m in msgs]
