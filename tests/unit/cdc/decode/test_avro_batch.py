@@ -21,6 +21,7 @@ from cdc.tables import arrow_schema, staging_columns
 from devtools.debezium import AvroSerializer, ChangeEventGenerator, GeneratorConfig
 from devtools.debezium.model import Column as SourceColumn
 from devtools.registry import LocalSchemaRegistry
+from tests.unit.cdc.decode.avro_history import first_difference
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,7 @@ def staged(registry, connector, replica_identity, seed, mutate=None, add_column=
 def test_fast_path_stages_exactly_like_the_per_record_path(registry, connector, identity, seed):
     out, msgs, _ = staged(registry, connector, identity, seed, add_column=(seed % 2 == 0))
     assert out[True].num_rows == len(msgs)
-    assert out[True].equals(out[False]), _first_difference(out[True], out[False])
+    assert out[True].equals(out[False]), first_difference(out[True], out[False])
     kinds = set(out[True].column("__kind").to_pylist())
     assert {"change", "tombstone"} <= kinds
     if connector == "postgresql":
@@ -79,7 +80,7 @@ def test_bad_records_fall_back_to_the_per_record_path_and_become_dead_letters(re
         return msgs
 
     out, msgs, _ = staged(registry, "postgresql", "full", 9, mutate=corrupt)
-    assert out[True].equals(out[False]), _first_difference(out[True], out[False])
+    assert out[True].equals(out[False]), first_difference(out[True], out[False])
     errors = out[True].filter(pa.compute.equal(out[True].column("__kind"), "error"))
     assert errors.column("__offset").to_pylist() == [5, 6]
 
@@ -98,17 +99,6 @@ def test_container_block_is_a_valid_avro_file():
     import json
 
     assert [r["a"] for r in fastavro.reader(io.BytesIO(container(json.dumps(schema), datums)))] == [1, -2, 300]
-
-
-def _first_difference(a: pa.Table, b: pa.Table) -> str:
-    if a.num_rows != b.num_rows:
-        return f"rows {a.num_rows} != {b.num_rows}"
-    for name in a.column_names:
-        x, y = a.column(name).to_pylist(), b.column(name).to_pylist()
-        for i, (u, v) in enumerate(zip(x, y)):
-            if u != v:
-                return f"column {name} row {i} (offset {a.column('__offset')[i]}): fast={u!r} slow={v!r}"
-    return "schemas differ: " + str(a.schema) + " vs " + str(b.schema)
 
 
 _ = random
