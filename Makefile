@@ -35,7 +35,7 @@ bench: venv
 
 # The one package for spark-submit --py-files (executors import cdc from it): build/cdc_iceberg-<version>-py3-none-any.whl
 wheel: venv
-	mkdir -p build && rm -f build/cdc_iceberg-*.whl
+	mkdir -p build && rm -rf build/cdc_iceberg-*.whl build/lib build/bdist.*  # no stale modules in the wheel
 	$(PIP) wheel --quiet --no-deps -w build/ . 2>&1 | { grep -v "^WARNING: Location" || true; }
 	@ls build/cdc_iceberg-*.whl
 
