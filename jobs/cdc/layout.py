@@ -55,24 +55,25 @@ TARGET_FIXED = (OP, SOURCE_TS_MS, KAFKA_PARTITION, KAFKA_OFFSET, BATCH_ID, INGES
 
 # ---- staging (one row per Kafka record) ------------------------------------------------------------------------------
 TOPIC, PARTITION, OFFSET, KIND = "__topic", "__partition", "__offset", "__kind"
-UNAVAILABLE = "__unavailable"
+KAFKA_TS_MS, TS_MS, UNAVAILABLE = "__kafka_ts_ms", "__ts_ms", "__unavailable"
+ERROR_CLASS, ERROR, RAW_KEY, RAW_VALUE = "__error_class", "__error", "__raw_key", "__raw_value"
 STAGING_HEAD = (
     Column("batch_id", pa.int64(), False),
     Column(TOPIC, pa.string(), False),
     Column(PARTITION, pa.int32(), False),
     Column(OFFSET, pa.int64(), False),
-    Column("__kafka_ts_ms", pa.int64()),
+    Column(KAFKA_TS_MS, pa.int64()),
     Column(KIND, pa.string(), False),  # change | tombstone | message | tx | error
     Column(OP, pa.string()),
 )
 STAGING_TAIL = (
     Column(SOURCE_TS_MS, pa.int64()),
-    Column("__ts_ms", pa.int64()),
+    Column(TS_MS, pa.int64()),
     Column(UNAVAILABLE, pa.list_(pa.string())),
-    Column("__error_class", pa.string()),
-    Column("__error", pa.string()),
-    Column("__raw_key", pa.binary()),
-    Column("__raw_value", pa.binary()),
+    Column(ERROR_CLASS, pa.string()),
+    Column(ERROR, pa.string()),
+    Column(RAW_KEY, pa.binary()),
+    Column(RAW_VALUE, pa.binary()),
 )
 STAGING_FIXED = tuple(c.name for c in (*STAGING_HEAD, *STAGING_TAIL))
 

@@ -22,6 +22,8 @@ from cdc.decode.avro import AvroDecoder
 from cdc.decode.model import CHANGE, TOMBSTONE, Column
 from cdc.errors import BadRecordError, CdcError, DecodeError, OrderingError, UnboundColumns
 from cdc.kafka.ranges import consume_range
+from cdc.layout import (ERROR, ERROR_CLASS, KAFKA_TS_MS, KIND, OFFSET, OP, PARTITION, RAW_KEY, RAW_VALUE,
+                        SOURCE_TS_MS, TOPIC, TS_MS, UNAVAILABLE)
 from cdc.ordering import Ordering
 from cdc.tables import arrow_schema
 
@@ -94,7 +96,7 @@ class _Rows:
                 pa.array([row.get(f.name)], type=f.type)
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
                 reason = f"column {f.name}: value {row.get(f.name)!r:.80} does not fit type {f.type} ({exc})"
-                return _error_row(self.spec, {**row, "__raw_key": raw[0], "__raw_value": raw[1]}, "TypeMismatch",
+                return _error_row(self.spec, {**row, RAW_KEY: raw[0], RAW_VALUE: raw[1]}, "TypeMismatch",
                                   reason)
         return row
 
@@ -102,29 +104,28 @@ class _Rows:
 def _error_row(spec: ReadSpec, row: dict[str, Any], error_class: str, reason: str) -> dict[str, Any]:
     if spec.on_bad_record == "fail":
         raise BadRecordError(
-            f"table {spec.table}: topic {row['__topic']} partition {row['__partition']} offset {row['__offset']}: "
+            f"table {spec.table}: topic {row[TOPIC]} partition {row[PARTITION]} offset {row[OFFSET]}: "
             f"{reason}. Fix the producer/schema, or set on_bad_record: dead_letter for this table to divert bad "
             "records to the dead-letter table and continue")
-    keep = {k: row[k] for k in ("batch_id", "__topic", "__partition", "__offset", "__kafka_ts_ms",
-                                "__raw_key", "__raw_value")}
-    return {**keep, "__kind": "error", "__error_class": error_class, "__error": reason[:2000]}
+    keep = {k: row[k] for k in ("batch_id", TOPIC, PARTITION, OFFSET, KAFKA_TS_MS, RAW_KEY, RAW_VALUE)}
+    return {**keep, KIND: "error", ERROR_CLASS: error_class, ERROR: reason[:2000]}
 
 
 def stage_record(spec: ReadSpec, topic: str, partition: int, offset: int, ts_ms: int | None,
                  key: bytes | None, value: bytes | None) -> dict[str, Any]:
     """One Kafka record → one staging row (pure apart from the decoder's cached registry lookups)."""
-    base = {"batch_id": spec.batch_id, "__topic": topic, "__partition": partition, "__offset": offset,
-            "__kafka_ts_ms": ts_ms, "__raw_key": key, "__raw_value": value}
+    base = {"batch_id": spec.batch_id, TOPIC: topic, PARTITION: partition, OFFSET: offset,
+            KAFKA_TS_MS: ts_ms, RAW_KEY: key, RAW_VALUE: value}
     try:
         ev = spec.decoder.decode(key, value)
         if ev.kind != CHANGE:
-            row = {**base, "__kind": ev.kind, "__op": ev.op, "__raw_key": None, "__raw_value": None}
+            row = {**base, KIND: ev.kind, OP: ev.op, RAW_KEY: None, RAW_VALUE: None}
             if ev.kind == TOMBSTONE and spec.compacted and ev.key:
                 row.update({k: ev.key.get(k) for k in spec.key})
             return row
-        row: dict[str, Any] = {**base, "__kind": CHANGE, "__op": ev.op, "__source_ts_ms": ev.source.get("ts_ms"),
-                               "__ts_ms": ev.ts_ms, "__unavailable": list(ev.unavailable) or None,
-                               "__raw_key": None, "__raw_value": None}
+        row: dict[str, Any] = {**base, KIND: CHANGE, OP: ev.op, SOURCE_TS_MS: ev.source.get("ts_ms"),
+                               TS_MS: ev.ts_ms, UNAVAILABLE: list(ev.unavailable) or None,
+                               RAW_KEY: None, RAW_VALUE: None}
         position = spec.ordering.position(ev.source, ev.ts_ms, ev.op, partition, offset)
         row.update(zip(spec.ordering.columns, position))
         if ev.op != "t":
@@ -151,8 +152,8 @@ def record_too_large(spec: ReadSpec, topic: str, partition: int, offset: int, ts
     size = len(key or b"") + len(value or b"")
     if not spec.max_record_bytes or size <= spec.max_record_bytes:
         return None
-    base = {"batch_id": spec.batch_id, "__topic": topic, "__partition": partition, "__offset": offset,
-            "__kafka_ts_ms": ts_ms, "__raw_key": key, "__raw_value": value}
+    base = {"batch_id": spec.batch_id, TOPIC: topic, PARTITION: partition, OFFSET: offset,
+            KAFKA_TS_MS: ts_ms, RAW_KEY: key, RAW_VALUE: value}
     return _error_row(spec, base, "RecordTooLarge",
                       f"record of {size} bytes (key + value) exceeds max_record_bytes = {spec.max_record_bytes}; "
                       "raise tables[].max_record_bytes if such rows are legitimate")
