@@ -4,7 +4,8 @@ Everything that names a metadata column imports it from here (merge SQL, table c
 vectorised Avro path, the Airflow side), so a column is spelled once and ``is_meta`` recognises every one of them.
 
 Target table: the source row columns, then ``target_meta(ordering, soft)``:
-  ordering columns (``__lsn`` | ``__binlog_file_seq``, ``__binlog_pos``, ``__binlog_row`` | ``__ord_<path>``...),
+  ordering columns (``__lsn`` | ``__binlog_file_seq``, ``__binlog_pos``, ``__binlog_row`` | ``SQLSERVER_ORDERING`` |
+  ``ORACLE_ORDERING`` | ``MONGODB_ORDERING`` | ``__ord_<path>``...),
   ``__op``, ``__source_ts_ms``, ``__kafka_partition``, ``__kafka_offset``, ``__batch_id``, ``__ingested_at``
   and ``__deleted`` in soft-delete mode.
 
@@ -26,6 +27,11 @@ from cdc.decode.model import Column
 POSTGRES_ORDERING = ("__lsn",)  # tables created before commit ordering (still read and written that way)
 POSTGRES_COMMIT_ORDERING = ("__last_commit_lsn", "__lsn")  # source.sequence: [last commit LSN, LSN]
 MYSQL_ORDERING = ("__binlog_file_seq", "__binlog_pos", "__binlog_row")
+# SQL Server: commit_lsn, change_lsn (each split into VLF sequence and block << 16 | slot), event_serial_no
+SQLSERVER_ORDERING = ("__commit_lsn_vlf", "__commit_lsn_pos", "__change_lsn_vlf", "__change_lsn_pos",
+                      "__event_serial_no")
+ORACLE_ORDERING = ("__commit_scn_hi", "__commit_scn_lo", "__scn_hi", "__scn_lo")  # SCN // 10**18, SCN % 10**18
+MONGODB_ORDERING = ("__oplog_ts_sec", "__oplog_ord")  # source.ts_ms // 1000, source.ord
 EXPLICIT_PREFIX = "__ord_"
 EPOCH = "__ordering_epoch"  # leading ordering column once tables[].ordering_epoch is used: a newer epoch always wins
 
@@ -110,7 +116,8 @@ def position_columns(ordering: Sequence[str], staged: bool) -> tuple[str, ...]:
 def is_meta(name: str) -> bool:
     """Is ``name`` a column the job adds to a target table (never a source column)?"""
     return (name in TARGET_FIXED or name in (DELETED, EPOCH) or name in POSTGRES_COMMIT_ORDERING
-            or name in MYSQL_ORDERING or name.startswith(EXPLICIT_PREFIX))
+            or name in MYSQL_ORDERING or name in SQLSERVER_ORDERING or name in ORACLE_ORDERING
+            or name in MONGODB_ORDERING or name.startswith(EXPLICIT_PREFIX))
 
 
 def row_columns(columns: Sequence[Column]) -> list[Column]:

@@ -13,7 +13,17 @@ restarts break that. The source database's own log position does not lie:
 * MySQL/MariaDB: ``(binlog file number, source.pos, source.row)`` → ``__binlog_file_seq``, ``__binlog_pos``,
   ``__binlog_row``. The file number is parsed from the name (``mysql-bin.000010`` → 10), so a rotation
   (``.000009`` → ``.000010`` with ``pos`` reset) still orders correctly.
-* Anything else: configure ``ordering: [source.some_field, ...]`` (integers or integer strings) → ``__ord_<path>``.
+* SQL Server: ``(commit_lsn, change_lsn, event_serial_no)`` → ``SQLSERVER_ORDERING``. An LSN is the hex text
+  ``VVVVVVVV:BBBBBBBB:SSSS`` (VLF sequence number, log block offset, slot: 80 bits), compared as numbers; each LSN is
+  stored as two columns ``(VLF, block << 16 | slot)``. Snapshot reads have ``commit_lsn`` = the snapshot LSN and no
+  ``change_lsn``/``event_serial_no`` (→ 0): every change streamed after the snapshot commits later.
+* Oracle: ``(commit_scn, scn)`` → ``ORACLE_ORDERING``; SCNs are digit strings that may exceed 63 bits, each stored as
+  ``(SCN // 10**18, SCN % 10**18)``. Without ``commit_scn`` (snapshot reads; connectors that do not send it) the
+  event's ``scn`` stands for its commit: ``(scn, scn)``.
+* MongoDB: ``(source.ts_ms // 1000, source.ord)`` → ``MONGODB_ORDERING``: the oplog / change-stream cluster time
+  (seconds, increment).
+* Anything else: configure ``ordering: [source.some_field, ...]`` (integers, integer strings, or SQL Server LSN
+  strings packed into one BIGINT as ``VLF << 48 | block << 16 | slot``, which needs VLF < 2**15) → ``__ord_<path>``.
 
 All ordering columns are BIGINT and compare lexicographically as a tuple; the tuple is stored in the target table
 (and tombstones) so later batches can compare against it. Ties between equal positions are broken by Kafka
@@ -28,10 +38,18 @@ from typing import Any, Sequence
 
 from cdc.errors import OrderingError
 
-from cdc.layout import EPOCH, MYSQL_ORDERING as MYSQL, POSTGRES_COMMIT_ORDERING, POSTGRES_ORDERING as POSTGRES, \
+from cdc.layout import EPOCH, MONGODB_ORDERING as MONGODB, MYSQL_ORDERING as MYSQL, ORACLE_ORDERING as ORACLE, \
+    POSTGRES_COMMIT_ORDERING, POSTGRES_ORDERING as POSTGRES, SQLSERVER_ORDERING as SQLSERVER, \
     explicit_ordering_column
 
-_AUTO = {"postgresql": "postgresql", "mysql": "mysql", "mariadb": "mysql"}
+_AUTO = {"postgresql": "postgresql", "mysql": "mysql", "mariadb": "mysql", "sqlserver": "sqlserver",
+         "oracle": "oracle", "mongodb": "mongodb"}
+_KIND_COLUMNS = {"postgresql": POSTGRES_COMMIT_ORDERING, "postgresql_lsn": POSTGRES, "mysql": MYSQL,
+                 "sqlserver": SQLSERVER, "oracle": ORACLE, "mongodb": MONGODB}
+# kinds the vectorised Avro path does not compute (cdc.decode.avro_group hands their records to the per-record path)
+PER_RECORD_KINDS = frozenset({"sqlserver", "oracle", "mongodb"})
+_SQLSERVER_LSN = re.compile(r"^\s*([0-9A-Fa-f]{8}):([0-9A-Fa-f]{8}):([0-9A-Fa-f]{4})\s*$")
+_SCN_SPLIT = 10**18
 _SEQUENCE = re.compile(r'^\s*\[\s*(?:null|"(\d+)")\s*,')
 _FILE_SEQ = re.compile(r"(\d+)\s*$")
 
@@ -40,7 +58,7 @@ _FILE_SEQ = re.compile(r"(\d+)\s*$")
 class Ordering:
     """How to get the ordering tuple of an event of one table."""
 
-    kind: str  # postgresql | postgresql_lsn | mysql | explicit
+    kind: str  # postgresql | postgresql_lsn | mysql | sqlserver | oracle | mongodb | explicit
     paths: tuple[str, ...] = ()  # explicit only: field paths like "source.lsn"
     # tables[].ordering_epoch history once used (None: no epoch column): (epoch, ((partition, first offset), ...)),
     # ascending. A record's epoch is the newest one whose first offset in its partition it has reached.
@@ -79,12 +97,8 @@ class Ordering:
 
     @property
     def source_columns(self) -> tuple[str, ...]:
-        if self.kind == "postgresql":
-            return POSTGRES_COMMIT_ORDERING
-        if self.kind == "postgresql_lsn":
-            return POSTGRES
-        if self.kind == "mysql":
-            return MYSQL
+        if self.kind in _KIND_COLUMNS:
+            return _KIND_COLUMNS[self.kind]
         return tuple(explicit_ordering_column(p) for p in self.paths)
 
     def values(self, source: dict[str, Any], envelope_ts_ms: int | None = None, op: str | None = None
@@ -99,13 +113,24 @@ class Ordering:
         if self.kind == "mysql":
             return (binlog_file_seq(source.get("file")), _int(source.get("pos"), "source.pos"),
                     _int(source.get("row", 0) or 0, "source.row"))
+        if self.kind == "sqlserver":
+            return (*sqlserver_lsn(source.get("commit_lsn"), "source.commit_lsn"),
+                    *sqlserver_lsn(source.get("change_lsn"), "source.change_lsn", missing_ok=True),
+                    _int(source.get("event_serial_no") or 0, "source.event_serial_no"))
+        if self.kind == "oracle":
+            scn = _scn(source.get("scn"), "source.scn")
+            commit = source.get("commit_scn")
+            return (*(scn if commit is None or commit == "" else _scn(commit, "source.commit_scn")), *scn)
+        if self.kind == "mongodb":
+            ts = _int(source.get("ts_ms"), "source.ts_ms")
+            return (ts // 1000, _int(source.get("ord") or 0, "source.ord"))
         out = []
         for path in self.paths:
             head, _, rest = path.partition(".")
             if head == "source":
-                out.append(_int(_dig(source, rest), path))
+                out.append(_explicit(_dig(source, rest), path))
             elif path == "ts_ms":
-                out.append(_int(envelope_ts_ms, path))
+                out.append(_explicit(envelope_ts_ms, path))
             else:
                 raise OrderingError(f"ordering path {path!r}: only source.* fields and ts_ms are supported")
         return tuple(out)
@@ -119,7 +144,8 @@ def resolve(setting: str | Sequence[str], connector: str | None, table: str) -> 
     if kind is None:
         raise OrderingError(
             f"table {table}: cannot order events of connector {connector!r} automatically; set "
-            "'ordering: [source.<field>, ...]' for this table in the pipeline YAML (integer log positions)")
+            "'ordering: [source.<field>, ...]' for this table in the pipeline YAML (integer log positions); "
+            f"connectors ordered automatically: {', '.join(sorted(_AUTO))}")
     return Ordering(kind)
 
 
@@ -134,6 +160,9 @@ def from_columns(columns: Sequence[str]) -> Ordering | None:
 
 
 def _base_from_columns(names: set[str]) -> Ordering | None:
+    for kind in ("sqlserver", "oracle", "mongodb"):
+        if set(_KIND_COLUMNS[kind]) <= names:
+            return Ordering(kind)
     if set(MYSQL) <= names:
         return Ordering("mysql")
     if set(POSTGRES_COMMIT_ORDERING) <= names:
@@ -158,6 +187,47 @@ def binlog_file_seq(name: Any) -> int:
     if not isinstance(name, str) or not (m := _FILE_SEQ.search(name)):
         raise OrderingError(f"source.file {name!r} is not a binlog file name ending in a number")
     return int(m.group(1))
+
+
+def sqlserver_lsn(v: Any, what: str, missing_ok: bool = False) -> tuple[int, int]:
+    """``0000002d:00000a40:0003`` → ``(0x2d, 0xa40 << 16 | 3)``: two BIGINTs that compare like the 80-bit LSN.
+    ``missing_ok``: a missing value is ``(0, 0)`` (before every LSN)."""
+    if v is None and missing_ok:
+        return (0, 0)
+    if not isinstance(v, str) or not (m := _SQLSERVER_LSN.match(v)):
+        if v is None:
+            raise OrderingError(f"event has no {what}: cannot order it against other changes")
+        raise OrderingError(f"{what} = {v!r} is not a SQL Server LSN (hex 'VVVVVVVV:BBBBBBBB:SSSS')")
+    vlf, block, slot = (int(g, 16) for g in m.groups())
+    return (vlf, block << 16 | slot)
+
+
+def _scn(v: Any, what: str) -> tuple[int, int]:
+    """An Oracle SCN (digit string or integer, possibly wider than 63 bits) → ``(scn // 10**18, scn % 10**18)``."""
+    if isinstance(v, str) and v.strip().isdigit():
+        v = int(v)
+    elif isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+        pass
+    else:
+        _int(v, what)  # raises: missing or not an integer
+        raise OrderingError(f"{what} = {v!r} is not an SCN (a non-negative integer)")
+    return divmod(v, _SCN_SPLIT)
+
+
+def _explicit(v: Any, what: str) -> int:
+    """An explicit ordering path's value: an integer, an integer string, or a SQL Server LSN packed into one BIGINT
+    (``VLF << 48 | block << 16 | slot``; exact while the VLF sequence number is below 2**15)."""
+    if isinstance(v, str) and _SQLSERVER_LSN.match(v):
+        vlf, pos = sqlserver_lsn(v, what)
+        if vlf >= 1 << 15:
+            raise OrderingError(
+                f"{what} = {v!r}: the SQL Server LSN does not fit one BIGINT ordering column (VLF sequence number "
+                f"{vlf} >= 32768); use 'ordering: auto' (two columns per LSN) for this table")
+        return vlf << 48 | pos
+    out = _int(v, what)
+    if not -(1 << 63) <= out < 1 << 63:
+        raise OrderingError(f"{what} = {v!r} does not fit a BIGINT ordering column")
+    return out
 
 
 def _dig(d: dict[str, Any], path: str) -> Any:

@@ -27,6 +27,7 @@ from cdc.decode.avro import _row_struct, _strip_logical
 from cdc.decode.avro_resolve import expanded, reader_defaults, record_fields, resolvable, row_record, same_fields
 from cdc.decode.envelope import _NOT_TOASTABLE
 from cdc.decode.widening import accepts
+from cdc.ordering import PER_RECORD_KINDS
 from cdc.types import ConnectField, arrow_type, from_avro
 
 VecConv = Callable[[pa.Array], pa.Array]
@@ -102,6 +103,8 @@ class GroupPlan:
         self.value_plan = vp = decoder.value_plan(sid)  # DecodeError (unknown id, newer than the subject ...) → raise
         if vp.reader_id is None or vp.rows.extras:
             return  # read with the writer schema alone / reader fields that are not bound columns
+        if ordering.kind in PER_RECORD_KINDS:
+            return  # SQL Server LSNs, Oracle SCNs, MongoDB positions: computed by cdc.ordering per record
         writer_json = json.loads(decoder._text(sid))
         reader_json = json.loads(decoder._text(vp.reader_id))
         w, r = expanded(_strip_logical(writer_json)), expanded(_strip_logical(reader_json))

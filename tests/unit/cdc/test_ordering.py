@@ -1,3 +1,6 @@
+import json
+from pathlib import Path
+
 import pytest
 
 from cdc.errors import OrderingError
@@ -46,7 +49,7 @@ def test_mysql_row_defaults_to_zero_when_absent():
 
 def test_unknown_connector_needs_explicit_ordering():
     with pytest.raises(OrderingError, match="set 'ordering"):
-        resolve("auto", "sqlserver", "inv.c")
+        resolve("auto", "db2", "inv.c")
 
 
 def test_explicit_paths_accept_integer_strings_and_envelope_ts():
@@ -100,3 +103,125 @@ def test_scenario_05_position_regressions_are_detected_far_below_only():
     with pytest.raises(PositionRegression):
         check("t", "x", "postgresql", None, {0: (22_000_000, 22_000_100)}, pg)  # a new cluster
     check("t", "x", "explicit", None, {0: (1,)}, {0: (99,)})  # unknown meaning: not checked
+
+
+# ---- connectors beyond PostgreSQL and MySQL ---------------------------------------------------------------------------
+FIXTURES = Path(__file__).resolve().parents[4] / "shared" / "fixtures" / "debezium"
+
+
+def _payload(rel: str) -> dict:
+    path = FIXTURES / rel
+    if not path.exists():
+        pytest.skip(f"sample events not present: {path}")
+    return json.loads(path.read_text())["payload"]
+
+
+def test_sqlserver_auto_orders_by_commit_lsn_change_lsn_event_serial_no_from_the_real_sample():
+    # misc/sqlserver_1.6.0_decimal_delete_value.json: a real SQL Server 1.6.0.Final delete
+    payload = _payload("misc/sqlserver_1.6.0_decimal_delete_value.json")
+    o = resolve("auto", payload["source"]["connector"], "dbo.emp")
+    assert o.kind == "sqlserver"
+    assert o.columns == ("__commit_lsn_vlf", "__commit_lsn_pos", "__change_lsn_vlf", "__change_lsn_pos",
+                         "__event_serial_no")
+    # commit_lsn 0000003a:00002f50:0005, change_lsn 0000003a:00002f50:0002, event_serial_no 1
+    assert o.values(payload["source"], payload["ts_ms"], payload["op"]) == (
+        0x3A, 0x2F50 << 16 | 5, 0x3A, 0x2F50 << 16 | 2, 1)
+    assert all(-(2**63) <= v < 2**63 for v in o.values(payload["source"]))
+
+
+def test_sqlserver_lsns_compare_as_numbers_not_as_text_or_by_one_part():
+    o = Ordering("sqlserver")
+
+    def pos(commit, change, serial=1):
+        return o.values({"commit_lsn": commit, "change_lsn": change, "event_serial_no": serial})
+
+    # the slot is the least significant part; the block offset outweighs any slot; the VLF outweighs both
+    assert pos("0000002d:00000a40:0003", "0000002d:00000a40:0002") < pos("0000002d:00000a40:0004", "0000002d:00000a40:0001")
+    assert pos("0000002d:00000a40:ffff", "0000002d:00000a40:0001") < pos("0000002d:00000a41:0000", "0000002d:00000a41:0000")
+    assert pos("0000002d:ffffffff:ffff", "0000002d:ffffffff:fff0") < pos("0000002e:00000001:0001", "0000002e:00000001:0001")
+    assert pos("ffffffff:ffffffff:ffff", "ffffffff:ffffffff:ffff") == (2**32 - 1, 2**48 - 1, 2**32 - 1, 2**48 - 1, 1)
+    # one transaction: same commit LSN, changes ordered by change LSN then event serial number (update = 2 rows)
+    assert pos("0000002d:00000b00:0005", "0000002d:00000a40:0002", 2) > pos("0000002d:00000b00:0005",
+                                                                            "0000002d:00000a40:0002", 1)
+    assert pos("0000002d:00000B00:0005", "0000002D:00000a40:0002") == pos("0000002d:00000b00:0005",
+                                                                        "0000002d:00000a40:0002")
+
+
+def test_sqlserver_snapshot_reads_precede_changes_streamed_after_the_snapshot():
+    o = Ordering("sqlserver")
+    snapshot = o.values({"commit_lsn": "0000002d:00000a40:0003", "change_lsn": None, "event_serial_no": None},
+                        op="r")
+    assert snapshot == (0x2D, 0xA40 << 16 | 3, 0, 0, 0)
+    assert o.values({"commit_lsn": "0000002d:00000a48:0002", "change_lsn": "0000002d:00000a40:0010",
+                     "event_serial_no": 1}, op="u") > snapshot
+
+
+@pytest.mark.parametrize("source", [{}, {"commit_lsn": None}, {"commit_lsn": "2d:a40:3"}, {"commit_lsn": 45},
+                                    {"commit_lsn": "0000002d:00000a40:0003", "change_lsn": "x"}])
+def test_sqlserver_missing_or_malformed_lsn_is_an_ordering_error(source):
+    with pytest.raises(OrderingError, match="commit_lsn|change_lsn"):
+        Ordering("sqlserver").values(source, op="u")
+
+
+def test_explicit_sqlserver_lsn_path_orders_lsn_strings_in_one_bigint():
+    payload = _payload("misc/sqlserver_1.6.0_decimal_delete_value.json")
+    o = resolve(["source.change_lsn"], None, "dbo.emp")
+    assert o.columns == ("__ord_source_change_lsn",)
+    (v,) = o.values(payload["source"])
+    assert v == 0x3A << 48 | 0x2F50 << 16 | 2
+    assert o.values({"change_lsn": "0000003a:00002f51:0000"}) > (v,)
+    assert o.values({"change_lsn": "00007fff:ffffffff:ffff"}) == (2**63 - 1,)
+    with pytest.raises(OrderingError, match="ordering: auto"):
+        o.values({"change_lsn": "00008000:00000000:0000"})
+    assert o.values({"change_lsn": "42"}) == (42,)  # integer strings as before
+
+
+def test_oracle_orders_by_commit_scn_then_scn_split_below_2_to_the_63():
+    o = resolve("auto", "oracle", "DEBEZIUM.CUSTOMERS")
+    assert o.columns == ("__commit_scn_hi", "__commit_scn_lo", "__scn_hi", "__scn_lo")
+    # the source block of Debezium's Oracle connector documentation (LogMiner): scn and commit_scn are strings
+    src = {"version": "2.5.0.Final", "connector": "oracle", "name": "server1", "ts_ms": 1520085154000,
+           "snapshot": "false", "db": "ORCLPDB1", "schema": "DEBEZIUM", "table": "CUSTOMERS",
+           "txId": "6.28.807", "scn": "2122184", "commit_scn": "2122185", "lcr_position": None}
+    assert o.values(src, op="u") == (0, 2122185, 0, 2122184)
+    # a later transaction that began earlier (lower scn) but committed later is newer
+    assert o.values({**src, "scn": "2122180", "commit_scn": "2122190"}) > o.values(src)
+    big = 2**64 + 7  # wider than 63 bits: still exact and ordered
+    assert o.values({"scn": str(big), "commit_scn": str(big + 1)}) == (
+        (big + 1) // 10**18, (big + 1) % 10**18, big // 10**18, big % 10**18)
+    assert o.values({"scn": str(big), "commit_scn": str(big + 1)}) > o.values({"scn": str(big - 5),
+                                                                              "commit_scn": str(10**19 - 1)})
+    assert all(0 <= v < 2**63 for v in o.values({"scn": "9" * 36, "commit_scn": "9" * 36}))
+
+
+def test_oracle_without_commit_scn_orders_by_scn():
+    o = Ordering("oracle")
+    snapshot = o.values({"scn": "2122184", "snapshot": "true"}, op="r")  # snapshot reads carry no commit_scn
+    assert snapshot == (0, 2122184, 0, 2122184)
+    assert o.values({"scn": "2122190", "commit_scn": "2122191"}, op="u") > snapshot
+    assert o.values({"scn": 2122184, "commit_scn": ""}) == snapshot
+    for bad in ({}, {"scn": "21x"}, {"scn": "-1"}, {"scn": "5", "commit_scn": "z"}):
+        with pytest.raises(OrderingError, match="scn"):
+            o.values(bad)
+
+
+def test_mongodb_orders_by_oplog_seconds_then_ord():
+    o = resolve("auto", "mongodb", "inventory.customers")
+    assert o.columns == ("__oplog_ts_sec", "__oplog_ord")
+    src = {"connector": "mongodb", "ts_ms": 1558965508000, "ord": 31}
+    assert o.values(src, op="u") == (1558965508, 31)
+    assert o.values({**src, "ord": 32}) > o.values(src)
+    assert o.values({**src, "ts_ms": 1558965509000, "ord": 1}) > o.values({**src, "ord": 32})
+    with pytest.raises(OrderingError, match="ts_ms"):
+        o.values({"ord": 1})
+
+
+def test_from_columns_recognises_connector_orderings_and_is_meta_knows_their_columns():
+    from cdc.layout import is_meta
+
+    for kind in ("sqlserver", "oracle", "mongodb"):
+        cols = Ordering(kind).columns
+        assert from_columns(["id", *cols]) == Ordering(kind)
+        assert from_columns(["id", "__ordering_epoch", *cols]) == Ordering(kind, (), ())
+        assert all(is_meta(c) for c in cols)
+    assert not is_meta("commit_lsn") and not is_meta("scn")

@@ -111,3 +111,28 @@ def test_fast_path_takes_the_common_case(registry):
                                arrow_schema(spec.staging_columns))
     assert sum(b.num_rows for b in batches) + len(left) == len(msgs)
     assert len(left) <= len(msgs) * 0.02, f"{len(left)} of {len(msgs)} records fell back"
+
+
+def test_connector_orderings_computed_per_record_are_handed_to_the_per_record_path(registry):
+    """SQL Server LSNs, Oracle SCNs and MongoDB positions are computed by cdc.ordering only: the fast path must not
+    stage such records itself (it would need its own copy of those rules)."""
+    topic = "t-per-record-kinds"
+    gen = ChangeEventGenerator(3, GeneratorConfig(connector="postgresql", partitions=1))
+    records = gen.snapshot(5) + gen.random_ops(10)
+    ser = AvroSerializer(SchemaRegistryClient({"url": registry.url}), topic=topic)
+    msgs = [(i, 1_700_000_000_000 + i, *ser.serialize(r)) for i, r in enumerate(records)]
+    cfg = parse_config({"pipeline": "p", "kafka": {"bootstrap.servers": "x:1"}, "format": "avro",
+                        "schema_registry": {"url": registry.url}, "catalog": {"warehouse": "/tmp/w"},
+                        "tables": [{"topic": topic, "target": "a.b"}]})
+    dec = make_decoder(cfg, cfg.tables[0])
+    cols = dec.resolve_columns([], [])
+    for kind in ("sqlserver", "oracle", "mongodb", "postgresql"):
+        ordering = Ordering(kind)
+        spec = ReadSpec("a.b", {}, dec.bind(cols), ordering, ("id",), tuple(cols),
+                        tuple(staging_columns(cols, ordering.columns)), 7, fast_avro=True)
+        batches, left = stage_avro(spec, topic, 0, [m for m in msgs if m[3] is not None],
+                                   arrow_schema(spec.staging_columns))
+        if kind == "postgresql":
+            assert sum(b.num_rows for b in batches) > 0
+        else:
+            assert batches == [] and len(left) == len([m for m in msgs if m[3] is not None])
