@@ -76,3 +76,30 @@ def pg_schemaless(op: str, key: int | None, row: dict[str, Any] | None, lsn: int
     source = {"connector": "postgresql", "lsn": lsn, "ts_ms": 1700000000000 + lsn}
     value = json.dumps({"before": before, "after": after, "source": source, "op": op, "ts_ms": source["ts_ms"] + 5})
     return (None if key is None else json.dumps({"id": key}).encode()), value.encode()
+
+
+# ---- SQL Server (Debezium's io.debezium.connector.sqlserver.Source, as in ../shared/fixtures/debezium/misc) ----------
+SQLSERVER_SOURCE = {"type": "struct", "name": "io.debezium.connector.sqlserver.Source", "optional": False, "fields": [
+    {"type": "string", "optional": False, "field": "version"}, {"type": "string", "optional": False, "field": "connector"},
+    {"type": "string", "optional": False, "field": "name"}, {"type": "int64", "optional": False, "field": "ts_ms"},
+    {"type": "string", "optional": True, "field": "snapshot"}, {"type": "string", "optional": False, "field": "db"},
+    {"type": "string", "optional": False, "field": "schema"}, {"type": "string", "optional": False, "field": "table"},
+    {"type": "string", "optional": True, "field": "change_lsn"},
+    {"type": "string", "optional": True, "field": "commit_lsn"},
+    {"type": "int64", "optional": True, "field": "event_serial_no"}]}
+
+
+def sqlserver(op: str, key: int | None, row: dict[str, Any] | None, commit_lsn: str, change_lsn: str | None,
+              serial: int | None = 1, cols=COLUMNS) -> tuple[bytes | None, bytes]:
+    """A SQL Server change event; LSNs are the connector's hex strings (``0000002d:00000a40:0003``)."""
+    source = {"version": "2.5.0.Final", "connector": "sqlserver", "name": "server1", "ts_ms": 1700000000000,
+              "snapshot": "true" if op == "r" else "false", "db": "testDB", "schema": "dbo", "table": "customers",
+              "change_lsn": change_lsn, "commit_lsn": commit_lsn, "event_serial_no": serial}
+    schema = value_schema(cols)
+    schema = {**schema, "fields": [{**SQLSERVER_SOURCE, "field": "source"} if f["field"] == "source" else f
+                                   for f in schema["fields"]]}
+    before = row if op == "d" else None
+    after = row if op in ("c", "u", "r") else None
+    payload = {"before": before, "after": after, "source": source, "op": op, "ts_ms": source["ts_ms"] + 5}
+    k = None if key is None else json.dumps({"schema": KEY_SCHEMA, "payload": {"id": key}}).encode()
+    return k, json.dumps({"schema": schema, "payload": payload}).encode()
