@@ -8,7 +8,8 @@
 | CDC_SPARK_CONN_ID     | spark_default                             | SparkSubmitHook connection                       |
 | CDC_SPARK_MASTER      | (unset: the connection's master)          | overrides the master, e.g. local[*]              |
 | CDC_ICEBERG_JAR       | the jar in snowpark_connect_deps_iceberg  | --jars                                           |
-| CDC_PY_FILES          | (unset: build $CDC_HOME/build/cdc.zip)    | --py-files, e.g. a zip baked into an image       |
+| CDC_PY_FILES          | (unset: none; required for a cluster)     | --py-files: the cdc wheel (make wheel), e.g.     |
+|                       |                                           | baked into an image                              |
 | CDC_RETRIES           | 3                                         | retries of retryable failures                    |
 | CDC_RESULT_DIR        | (unset: a local temporary file)           | where jobs write their result: a path or URI    |
 |                       |                                           | a cluster-deploy-mode driver reaches (s3://...)  |

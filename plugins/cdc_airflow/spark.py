@@ -1,7 +1,7 @@
 """spark-submit for CDC jobs, on the public API of apache-airflow-providers-apache-spark only.
 
 ``CdcSparkSubmitOperator`` is a ``SparkSubmitOperator`` that, before handing over to the provider's ``execute``:
-builds the ``cdc`` zip for ``--py-files``, finds the Iceberg jar, adds local-mode Spark settings and asks the job for
+passes the ``cdc`` wheel (``CDC_PY_FILES``) as ``--py-files``, finds the Iceberg jar, adds local-mode Spark settings and asks the job for
 its result (``$CDC_RESULT_FILE``, ``cdc.cli_contract``). Afterwards it maps the job's exit code (``ExitCode``): 2 →
 ``AirflowFailException`` (no retry), 75 and others → ``CdcJobError`` (retried); it returns the job's JSON summary.
 
@@ -23,7 +23,6 @@ import os
 import re
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -60,10 +59,10 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
 
     def execute(self, context: Any) -> dict[str, Any] | None:  # type: ignore[override]
         settings = load_settings()
-        self.py_files = self.py_files or str(build_cdc_zip(settings.jobs_dir / "cdc", settings.build_dir))
         self.jars = self.jars or find_iceberg_jar()
         base = base_connection(self.spark_conn_id)
         master = self.master or (connection_master(**base) if base else DEFAULT_MASTER)
+        self.py_files = self.py_files or required_py_files(master, settings.py_files)
         # Local mode: loopback driver, this interpreter for Python workers and the venv's spark-submit; a cluster
         # brings its own Python (PYSPARK_PYTHON in its image).
         self.conf = {**spark_conf(master, self.pipeline_spark_conf, sys.executable), **(self.conf or {})}
@@ -183,24 +182,13 @@ def find_iceberg_jar() -> str:
                                "snowpark-connect-deps-iceberg or set CDC_ICEBERG_JAR")
 
 
-def build_cdc_zip(package_dir: Path, out_dir: Path) -> Path:
-    """Zip the ``cdc`` package for --py-files. Content-addressed, so concurrent tasks share one file safely."""
-    files = sorted(p for p in package_dir.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                   and p.suffix not in (".pyc", ".pyo"))
-    if not files:
-        raise AirflowFailException(f"no sources in {package_dir}: set CDC_HOME or CDC_PY_FILES")
-    digest = hashlib.sha256()
-    for p in files:
-        digest.update(str(p.relative_to(package_dir)).encode() + b"\0" + p.read_bytes())
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"cdc-{digest.hexdigest()[:12]}.zip"
-    if not target.exists():
-        tmp = out_dir / f".{target.name}.{os.getpid()}.tmp"
-        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
-            for p in files:
-                zf.write(p, f"{package_dir.name}/{p.relative_to(package_dir)}")
-        os.replace(tmp, target)
-    return target
+def required_py_files(master: str, py_files: str | None) -> str | None:
+    """``--py-files``: the ``cdc`` wheel (``CDC_PY_FILES``, ``make wheel``). A local master needs none (the job and
+    its Python workers import ``cdc`` from this host); a cluster's executors cannot run without it."""
+    if py_files or master.startswith("local"):
+        return py_files
+    raise AirflowFailException(f"master {master}: set CDC_PY_FILES to the cdc wheel (make wheel: "
+                               "build/cdc_iceberg-<version>-py3-none-any.whl) so executors can import the job")
 
 
 def submit_kwargs(settings: Any, cfg: Any, name: str) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -101,22 +100,6 @@ def test_summarize_totals_and_missing() -> None:
     assert report["missing"] == ["a.y"]
     assert report["totals"]["events_read"] == 10 and report["totals"]["inserted"] == 4
     assert report["tables"][0]["seconds"] == 1.75
-
-
-def test_build_cdc_zip_is_content_addressed(tmp_path: Path) -> None:
-    from cdc_airflow.spark import build_cdc_zip
-
-    pkg = tmp_path / "src" / "cdc"
-    (pkg / "sub").mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "sub" / "m.py").write_text("X = 1\n")
-    (pkg / "sub" / "__pycache__").mkdir()
-    (pkg / "sub" / "__pycache__" / "m.cpython-311.pyc").write_bytes(b"junk")
-    z1 = build_cdc_zip(pkg, tmp_path / "build")
-    assert build_cdc_zip(pkg, tmp_path / "build") == z1
-    assert sorted(zipfile.ZipFile(z1).namelist()) == ["cdc/__init__.py", "cdc/sub/m.py"]
-    (pkg / "sub" / "m.py").write_text("X = 2\n")
-    assert build_cdc_zip(pkg, tmp_path / "build") != z1
 
 
 def test_find_iceberg_jar_default_and_override(monkeypatch: pytest.MonkeyPatch) -> None:
