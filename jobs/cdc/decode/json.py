@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 
 from cdc.config import COLUMN_TYPE_NAMES, DECIMAL_COLUMN_TYPE
-from cdc.decode import Decoder, Sample
+from cdc.decode import Decoder, Sample, mongodb
 from cdc.decode.envelope import RowPlan, row_plan, to_event
 from cdc.decode.model import TOMBSTONE, Column, Event
 from cdc.errors import DecodeError, SchemaEvolutionError
@@ -86,8 +86,10 @@ class JsonDecoder(Decoder):
             return None
 
     def key_columns(self, samples: Sequence[Sample]) -> list[Column]:
-        for key, _ in reversed(list(samples)):
+        for key, value in reversed(list(samples)):
             doc = _loads(key, "key") if key else None
+            if isinstance(doc, dict) and _is_mongodb(value):
+                return [Column(mongodb.KEY, pa.string(), False)]  # {"id": "<_id as Extended JSON>"}
             if isinstance(doc, dict) and _has_schema(doc) and isinstance(doc["schema"], dict):
                 return columns_of(from_connect_json(doc["schema"]))
             if isinstance(doc, dict):
@@ -107,7 +109,13 @@ class JsonDecoder(Decoder):
             doc = doc["payload"]
             if not isinstance(doc, dict):
                 return []
-        row = doc.get("after") if doc.get("after") is not None else doc.get("before")
+        if mongodb.is_mongodb(doc):
+            try:
+                row = mongodb.document_columns(doc)
+            except DecodeError:  # the record is a dead letter when decoded; it shows no columns
+                return []
+        else:
+            row = doc.get("after") if doc.get("after") is not None else doc.get("before")
         if not isinstance(row, dict):
             return []
         out = []
@@ -135,6 +143,14 @@ class JsonDecoder(Decoder):
         schema = None
         if isinstance(doc, dict) and _has_schema(doc):
             schema, doc = doc["schema"], doc["payload"]
+        if mongodb.is_mongodb(doc):
+            k = mongodb.key(k) if k is not None else None
+            env, present = mongodb.envelope(doc, k)
+            plan = self._plan(schema)
+            ev = to_event(env, k, plan)
+            if present is not None:  # partial update: every other column keeps its stored value
+                ev.unavailable = tuple(c.name for c in plan.columns if c.name not in present)
+            return ev
         return to_event(doc, k, self._plan(schema))
 
     def _plan(self, schema: Any) -> RowPlan:
@@ -183,6 +199,16 @@ class JsonDecoder(Decoder):
             raise DecodeError(f"key: {exc}") from None
         except (ValueError, TypeError, KeyError) as exc:
             raise DecodeError(f"key cannot be converted ({type(exc).__name__}: {exc})") from None
+
+
+def _is_mongodb(value: bytes | None) -> bool:
+    try:
+        doc = _loads(value, "value") if value else None
+    except DecodeError:
+        return False
+    if isinstance(doc, dict) and _has_schema(doc):
+        doc = doc["payload"]
+    return mongodb.is_mongodb(doc)
 
 
 def _loads(data: bytes | None, what: str) -> Any:
