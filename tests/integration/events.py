@@ -103,3 +103,18 @@ def sqlserver(op: str, key: int | None, row: dict[str, Any] | None, commit_lsn: 
     payload = {"before": before, "after": after, "source": source, "op": op, "ts_ms": source["ts_ms"] + 5}
     k = None if key is None else json.dumps({"schema": KEY_SCHEMA, "payload": {"id": key}}).encode()
     return k, json.dumps({"schema": schema, "payload": payload}).encode()
+
+
+# ---- MongoDB (documents as Extended JSON text; key {"id": "<_id>"}, as in Debezium's MongoDB connector docs) ---------
+def mongodb(op: str, id_text: str, doc: dict[str, Any] | None = None, ts_s: int = 1700000000, ord: int = 1,
+            updated: dict[str, Any] | None = None, removed: list[str] | None = None) -> tuple[bytes, bytes]:
+    """A MongoDB change event (schemas.enable=false): ``doc`` is the full document (c/r/u), ``updated``/``removed``
+    an update without it (``updateDescription``)."""
+    source = {"version": "2.5.0.Final", "connector": "mongodb", "name": "fulfillment", "ts_ms": ts_s * 1000,
+              "snapshot": "false", "db": "inventory", "rs": "rs0", "collection": "customers", "ord": ord}
+    payload: dict[str, Any] = {"before": None, "after": None if doc is None else json.dumps(doc), "source": source,
+                               "op": op, "ts_ms": ts_s * 1000 + 5}
+    if updated is not None or removed is not None:
+        payload["updateDescription"] = {"updatedFields": json.dumps(updated or {}), "removedFields": removed,
+                                        "truncatedArrays": None}
+    return json.dumps({"id": id_text}).encode(), json.dumps(payload).encode()

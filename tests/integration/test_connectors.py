@@ -33,3 +33,22 @@ def test_sqlserver_explicit_change_lsn_ordering_is_not_a_dead_letter(make_pipe):
     assert p.run()["dead_letters"] == 0
     assert p.rows() == {1: ("v2", None)}
     assert p.rows("__ord_source_change_lsn") == {1: (0x2D << 48 | 0xA41 << 16 | 1,)}
+
+
+def test_mongodb_documents_partial_updates_and_ordering_across_batches(make_pipe):
+    from tests.integration.events import mongodb
+
+    p = make_pipe(primary_key=["_id"])
+    doc = {"_id": {"$numberLong": "1004"}, "name": "Anne", "visits": {"$numberInt": "3"}, "bio": "b",
+           "address": {"city": "Oslo"}}
+    p.send(mongodb("c", "1004", doc, ts_s=100, ord=1), mongodb("c", "1005", {**doc, "name": "Bo"}, ts_s=100, ord=2))
+    assert p.run()["dead_letters"] == 0
+    assert p.rows("name", "visits", "bio", "address") == {"1004": ("Anne", 3, "b", '{"city":"Oslo"}'),
+                                                          "1005": ("Bo", 3, "b", '{"city":"Oslo"}')}
+    # second batch: an update without the full document, an older (redelivered) full update, a delete
+    p.send(mongodb("u", "1004", updated={"name": "Anne Marie"}, removed=["bio"], ts_s=101, ord=1),
+           mongodb("u", "1004", {**doc, "name": "stale"}, ts_s=100, ord=5),
+           mongodb("d", "1005", ts_s=101, ord=2))
+    assert p.run()["dead_letters"] == 0
+    assert p.rows("name", "visits", "bio", "address") == {"1004": ("Anne Marie", 3, None, '{"city":"Oslo"}')}
+    assert p.rows("__oplog_ts_sec", "__oplog_ord") == {"1004": (101, 1)}
