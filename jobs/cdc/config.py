@@ -20,6 +20,7 @@ from cdc.errors import ConfigError
 FORMATS = ("avro", "json")
 DELETE_MODES = ("hard", "soft")
 BAD_RECORD_POLICIES = ("dead_letter", "fail")
+ENVELOPES = ("debezium", "flattened")  # tables[].envelope
 CATALOG_TYPES = ("hadoop", "hive", "rest", "glue", "jdbc", "nessie")
 DEFAULT_PLACEHOLDER = "__debezium_unavailable_value"
 DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024  # key + value; larger records are bad records (0: no limit)
@@ -54,6 +55,9 @@ class TableConfig:
     # Raised after a database failover / RESET MASTER / move to a new cluster: changes of a newer epoch always win
     # over stored ones, whatever their source positions (cdc.ordering).
     ordering_epoch: int = 0
+    # "debezium": the Debezium envelope (before/after/source/op); "flattened": records flattened by the
+    # ExtractNewRecordState SMT (row fields + add.fields "__*" fields, __deleted from delete.handling.mode=rewrite)
+    envelope: str = "debezium"
 
     @property
     def name(self) -> str:
@@ -233,6 +237,9 @@ class _Parser:
         defaults = self.mapping(raw, "defaults")
         tables = tuple(self.table({**defaults, **(t or {})}, i) if isinstance(t, dict) or t is None
                        else self._bad_table(i) for i, t in enumerate(tables_raw))
+        for i, t in enumerate(tables):
+            if t.envelope == "flattened" and fmt != "json":
+                raise self.fail(f"tables[{i}].envelope", "flattened events are read with format: json only")
         seen: set[str] = set()
         for t in tables:
             if t.target in seen or t.topic in seen:
@@ -284,7 +291,7 @@ class _Parser:
         w = f"tables[{i}]."
         allowed = {"topic", "target", "primary_key", "ordering", "delete_mode", "unavailable_value_placeholder",
                    "on_bad_record", "max_dead_letter_ratio", "allow_field_addition", "max_record_bytes",
-                   "column_types", "compacted", "ordering_epoch"}
+                   "column_types", "compacted", "ordering_epoch", "envelope"}
         self.unknown(t, allowed, w)
         t = {k: self.subst(v, w + k) for k, v in t.items()}
         topic, target = t.get("topic"), t.get("target")
@@ -324,6 +331,7 @@ class _Parser:
             column_types=self.column_types(t.get("column_types"), w + "column_types"),
             compacted=self.compacted(t.get("compacted", "auto"), w + "compacted"),
             ordering_epoch=self.number(t.get("ordering_epoch", 0), w + "ordering_epoch", int, 0),
+            envelope=self.choice(t.get("envelope", "debezium"), w + "envelope", ENVELOPES),
         )
 
     def compacted(self, raw: Any, key: str) -> str | bool:

@@ -4,8 +4,9 @@
 unchanged-TOAST placeholders; decoders build one plan per source schema and reuse it for every record.
 ``to_event`` classifies a decoded envelope (change / tombstone / message / transaction) and builds the ``Event``.
 
-Not supported in this version: records flattened by the ExtractNewRecordState (unwrap) SMT; they are rejected with a
-``DecodeError`` that says so.
+Records flattened by the ExtractNewRecordState (unwrap) SMT are read with ``tables[].envelope: flattened``
+(``cdc.decode.flattened`` turns them into this envelope first); without it they are rejected with a ``DecodeError``
+that says so.
 """
 
 from __future__ import annotations
@@ -199,8 +200,9 @@ def classify(value: Any) -> tuple[str, str | None]:
             return TRANSACTION, None
         found = [m for m in _UNWRAP_MARKERS if m in value]
         if found:
-            raise DecodeError(f"record looks flattened by the ExtractNewRecordState (unwrap) SMT (field {found[0]!r}); "
-                              "unwrapped events are not supported in this version: remove the SMT from the connector")
+            raise DecodeError(f"record looks flattened by the ExtractNewRecordState (unwrap) SMT (field {found[0]!r}): "
+                              "not supported with 'envelope: debezium'; set 'envelope: flattened' for this table "
+                              "(format json), or remove the SMT from the connector")
         if op is None:
             raise DecodeError("not a Debezium change event: no 'op' field")
         if op not in CHANGE_OPS and op != "m":

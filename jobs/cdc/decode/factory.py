@@ -17,6 +17,7 @@ def make_decoder(cfg: PipelineConfig, table: TableConfig) -> Decoder:
     decoder: Decoder
     if cfg.format == "json":
         decoder = JsonDecoder(table.topic, table.unavailable_value_placeholder, column_types=table.column_types)
+        decoder.envelope = table.envelope
     elif cfg.format == "avro":
         conf = {k: v for k, v in cfg.schema_registry.items() if k not in _STRATEGY_KEYS}
         strategy = next((str(cfg.schema_registry[k]) for k in _STRATEGY_KEYS if k in cfg.schema_registry), "topic")

@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 
 from cdc.config import COLUMN_TYPE_NAMES, DECIMAL_COLUMN_TYPE
-from cdc.decode import Decoder, Sample, mongodb
+from cdc.decode import Decoder, Sample, flattened, mongodb
 from cdc.decode.envelope import RowPlan, row_plan, to_event
 from cdc.decode.model import TOMBSTONE, Column, Event
 from cdc.errors import DecodeError, SchemaEvolutionError
@@ -48,6 +48,9 @@ def declared_type(spec: str) -> pa.DataType:
 
 
 class JsonDecoder(Decoder):
+    # tables[].envelope: "debezium", or "flattened" (ExtractNewRecordState output; cdc.decode.flattened)
+    envelope = "debezium"
+
     def __init__(self, topic: str, placeholder: str, column_types: Mapping[str, str] | None = None):
         self.topic = topic
         self.placeholder = placeholder
@@ -103,13 +106,15 @@ class JsonDecoder(Decoder):
         if not isinstance(doc, dict):
             return []
         if _has_schema(doc):
-            struct = _row_struct(doc["schema"]) if isinstance(doc["schema"], dict) else None
+            struct = self._struct(doc["schema"])
             if struct is not None:
                 return columns_of(struct)
             doc = doc["payload"]
             if not isinstance(doc, dict):
                 return []
-        if mongodb.is_mongodb(doc):
+        if self.envelope == "flattened":
+            row = flattened.split(doc)[0]
+        elif mongodb.is_mongodb(doc):
             try:
                 row = mongodb.document_columns(doc)
             except DecodeError:  # the record is a dead letter when decoded; it shows no columns
@@ -143,6 +148,8 @@ class JsonDecoder(Decoder):
         schema = None
         if isinstance(doc, dict) and _has_schema(doc):
             schema, doc = doc["schema"], doc["payload"]
+        if self.envelope == "flattened":
+            return to_event(flattened.to_envelope(doc), k, self._plan(schema))
         if mongodb.is_mongodb(doc):
             k = mongodb.key(k) if k is not None else None
             env, present = mongodb.envelope(doc, k)
@@ -158,7 +165,7 @@ class JsonDecoder(Decoder):
             if cached is schema or cached == schema:
                 return plan
         columns = self._columns if self._columns is not None else self._self_bind(schema)
-        struct = _row_struct(schema) if isinstance(schema, dict) else None
+        struct = self._struct(schema)
         if self._columns is None and struct is None:  # decode() before bind(), schemaless: rows as they are
             plan = RowPlan([], [])
         else:
@@ -168,9 +175,20 @@ class JsonDecoder(Decoder):
         del self._plans[8:]
         return plan
 
+    def _struct(self, schema: Any) -> ConnectField | None:
+        """The Connect struct of the row image of a record's schema (None: schemaless or no row struct)."""
+        if not isinstance(schema, dict):
+            return None
+        if self.envelope == "flattened":
+            if schema.get("type") != "struct":
+                return None
+            return from_connect_json({**schema, "fields": flattened.row_schema_fields(schema.get("fields") or [])},
+                                     "after")
+        return _row_struct(schema)
+
     def _self_bind(self, schema: Any) -> list[Column]:
         # decode() before bind(): use the record's own schema (handy in tests and tools).
-        struct = _row_struct(schema) if isinstance(schema, dict) else None
+        struct = self._struct(schema)
         return columns_of(struct) if struct is not None else []
 
     def _decode_key(self, key: bytes | None) -> dict[str, Any] | None:
