@@ -118,3 +118,11 @@ def mongodb(op: str, id_text: str, doc: dict[str, Any] | None = None, ts_s: int 
         payload["updateDescription"] = {"updatedFields": json.dumps(updated or {}), "removedFields": removed,
                                         "truncatedArrays": None}
     return json.dumps({"id": id_text}).encode(), json.dumps(payload).encode()
+
+
+# ---- ExtractNewRecordState output (add.fields=op,lsn,source.ts_ms; delete.handling.mode=rewrite), schemaless -------
+def flattened(op: str, key: int, row: dict[str, Any], lsn: int) -> tuple[bytes, bytes]:
+    """A flattened PostgreSQL record: the row plus ``__op``, ``__lsn``, ``__source_ts_ms`` and ``__deleted``."""
+    value = {**row, "__op": op, "__lsn": lsn, "__source_ts_ms": 1700000000000 + lsn,
+             "__deleted": "true" if op == "d" else "false"}
+    return json.dumps({"id": key}).encode(), json.dumps(value).encode()

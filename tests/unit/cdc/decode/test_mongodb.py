@@ -129,3 +129,11 @@ def test_extended_json_scalars_unwrap():
     assert unwrap({"$date": {"$numberLong": "-1000"}}) == "1969-12-31T23:59:59Z"
     assert unwrap({"$date": "2020-01-01T00:00:00Z"}) == "2020-01-01T00:00:00Z"
     assert unwrap({"city": "Oslo"}) == {"city": "Oslo"}
+
+
+def test_mongodb_event_outside_the_json_decoder_is_refused_naming_the_format():
+    from cdc.decode.envelope import row_plan, to_event
+
+    payload = json.loads(value("c", schema=False, after=DOC))
+    with pytest.raises(DecodeError, match="format: json"):
+        to_event(payload, {"id": "1004"}, row_plan([], None, "__debezium_unavailable_value"))
