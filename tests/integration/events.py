@@ -126,3 +126,29 @@ def flattened(op: str, key: int, row: dict[str, Any], lsn: int) -> tuple[bytes, 
     value = {**row, "__op": op, "__lsn": lsn, "__source_ts_ms": 1700000000000 + lsn,
              "__deleted": "true" if op == "d" else "false"}
     return json.dumps({"id": key}).encode(), json.dumps(value).encode()
+
+
+# ---- Oracle (LogMiner source block of Debezium's Oracle connector docs: scn / commit_scn as digit strings) ---------
+ORACLE_SOURCE = {"type": "struct", "name": "io.debezium.connector.oracle.Source", "optional": False, "fields": [
+    {"type": "string", "optional": False, "field": "version"}, {"type": "string", "optional": False, "field": "connector"},
+    {"type": "string", "optional": False, "field": "name"}, {"type": "int64", "optional": False, "field": "ts_ms"},
+    {"type": "string", "optional": True, "field": "snapshot"}, {"type": "string", "optional": False, "field": "db"},
+    {"type": "string", "optional": False, "field": "schema"}, {"type": "string", "optional": False, "field": "table"},
+    {"type": "string", "optional": True, "field": "txId"}, {"type": "string", "optional": True, "field": "scn"},
+    {"type": "string", "optional": True, "field": "commit_scn"}]}
+
+
+def oracle(op: str, key: int | None, row: dict[str, Any] | None, scn: int, commit_scn: int | None,
+           cols=COLUMNS) -> tuple[bytes | None, bytes]:
+    """An Oracle change event; ``commit_scn`` None as in snapshot reads."""
+    source = {"version": "2.5.0.Final", "connector": "oracle", "name": "server1", "ts_ms": 1700000000000,
+              "snapshot": "true" if op == "r" else "false", "db": "ORCLPDB1", "schema": "DEBEZIUM",
+              "table": "CUSTOMERS", "txId": None if op == "r" else "6.28.807", "scn": str(scn),
+              "commit_scn": None if commit_scn is None else str(commit_scn)}
+    schema = value_schema(cols)
+    schema = {**schema, "fields": [{**ORACLE_SOURCE, "field": "source"} if f["field"] == "source" else f
+                                   for f in schema["fields"]]}
+    payload = {"before": row if op == "d" else None, "after": row if op in ("c", "u", "r") else None,
+               "source": source, "op": op, "ts_ms": source["ts_ms"] + 5}
+    k = None if key is None else json.dumps({"schema": KEY_SCHEMA, "payload": {"id": key}}).encode()
+    return k, json.dumps({"schema": schema, "payload": payload}).encode()

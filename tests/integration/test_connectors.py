@@ -72,3 +72,22 @@ def test_flattened_events_order_by_the_added_lsn_across_batches(make_pipe):
 
     # the SMT's added fields are not columns (__deleted/__source_ts_ms went to the source block, not the row)
     assert [c for c in p.spark.table(p.target).columns if not is_meta(c)] == ["id", "name", "bio"]
+
+
+def test_oracle_commit_scn_ordering_across_batches_with_scns_wider_than_63_bits(make_pipe):
+    from tests.integration.events import oracle
+
+    big = 2**64 + 10
+    p = make_pipe()
+    p.send(oracle("r", 1, {"id": 1, "name": "snap", "bio": None}, 5000, None),
+           oracle("u", 1, {"id": 1, "name": "v2", "bio": None}, 4990, 5010))  # began before, committed after
+    assert p.run()["dead_letters"] == 0
+    assert p.rows() == {1: ("v2", None)}
+    p.send(oracle("u", 1, {"id": 1, "name": "stale", "bio": None}, 5008, 5009),
+           oracle("u", 1, {"id": 1, "name": "big", "bio": None}, big, big + 1))
+    assert p.run()["dead_letters"] == 0
+    p.send(oracle("u", 1, {"id": 1, "name": "below-big", "bio": None}, 2**63 + 5, 2**63 + 6))
+    assert p.run()["dead_letters"] == 0
+    assert p.rows() == {1: ("big", None)}
+    assert p.rows("__commit_scn_hi", "__commit_scn_lo", "__scn_hi", "__scn_lo") == {
+        1: (divmod(big + 1, 10**18) + divmod(big, 10**18))}
