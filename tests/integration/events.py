@@ -80,7 +80,8 @@ def pg_schemaless(op: str, key: int | None, row: dict[str, Any] | None, lsn: int
 
 # ---- SQL Server (Debezium's io.debezium.connector.sqlserver.Source, as in ../shared/fixtures/debezium/misc) ----------
 SQLSERVER_SOURCE = {"type": "struct", "name": "io.debezium.connector.sqlserver.Source", "optional": False, "fields": [
-    {"type": "string", "optional": False, "field": "version"}, {"type": "string", "optional": False, "field": "connector"},
+    {"type": "string", "optional": False, "field": "version"},
+    {"type": "string", "optional": False, "field": "connector"},
     {"type": "string", "optional": False, "field": "name"}, {"type": "int64", "optional": False, "field": "ts_ms"},
     {"type": "string", "optional": True, "field": "snapshot"}, {"type": "string", "optional": False, "field": "db"},
     {"type": "string", "optional": False, "field": "schema"}, {"type": "string", "optional": False, "field": "table"},
@@ -130,7 +131,8 @@ def flattened(op: str, key: int, row: dict[str, Any], lsn: int) -> tuple[bytes, 
 
 # ---- Oracle (LogMiner source block of Debezium's Oracle connector docs: scn / commit_scn as digit strings) ---------
 ORACLE_SOURCE = {"type": "struct", "name": "io.debezium.connector.oracle.Source", "optional": False, "fields": [
-    {"type": "string", "optional": False, "field": "version"}, {"type": "string", "optional": False, "field": "connector"},
+    {"type": "string", "optional": False, "field": "version"},
+    {"type": "string", "optional": False, "field": "connector"},
     {"type": "string", "optional": False, "field": "name"}, {"type": "int64", "optional": False, "field": "ts_ms"},
     {"type": "string", "optional": True, "field": "snapshot"}, {"type": "string", "optional": False, "field": "db"},
     {"type": "string", "optional": False, "field": "schema"}, {"type": "string", "optional": False, "field": "table"},

@@ -105,7 +105,7 @@ def test_scenario_05_position_regressions_are_detected_far_below_only():
     check("t", "x", "explicit", None, {0: (1,)}, {0: (99,)})  # unknown meaning: not checked
 
 
-# ---- connectors beyond PostgreSQL and MySQL ---------------------------------------------------------------------------
+# ---- connectors beyond PostgreSQL and MySQL ----------------------------------------------------------------------
 FIXTURES = Path(__file__).resolve().parents[4] / "shared" / "fixtures" / "debezium"
 
 
@@ -136,9 +136,12 @@ def test_sqlserver_lsns_compare_as_numbers_not_as_text_or_by_one_part():
         return o.values({"commit_lsn": commit, "change_lsn": change, "event_serial_no": serial})
 
     # the slot is the least significant part; the block offset outweighs any slot; the VLF outweighs both
-    assert pos("0000002d:00000a40:0003", "0000002d:00000a40:0002") < pos("0000002d:00000a40:0004", "0000002d:00000a40:0001")
-    assert pos("0000002d:00000a40:ffff", "0000002d:00000a40:0001") < pos("0000002d:00000a41:0000", "0000002d:00000a41:0000")
-    assert pos("0000002d:ffffffff:ffff", "0000002d:ffffffff:fff0") < pos("0000002e:00000001:0001", "0000002e:00000001:0001")
+    assert pos("0000002d:00000a40:0003", "0000002d:00000a40:0002") < \
+        pos("0000002d:00000a40:0004", "0000002d:00000a40:0001")
+    assert pos("0000002d:00000a40:ffff", "0000002d:00000a40:0001") < \
+        pos("0000002d:00000a41:0000", "0000002d:00000a41:0000")
+    assert pos("0000002d:ffffffff:ffff", "0000002d:ffffffff:fff0") < \
+        pos("0000002e:00000001:0001", "0000002e:00000001:0001")
     assert pos("ffffffff:ffffffff:ffff", "ffffffff:ffffffff:ffff") == (2**32 - 1, 2**48 - 1, 2**32 - 1, 2**48 - 1, 1)
     # one transaction: same commit LSN, changes ordered by change LSN then event serial number (update = 2 rows)
     assert pos("0000002d:00000b00:0005", "0000002d:00000a40:0002", 2) > pos("0000002d:00000b00:0005",
