@@ -9,7 +9,9 @@ and planned by ``cdc.decode.avro_group.GroupPlan``: reader defaults for fields t
 in the reader (dropped at the source), ``int → long`` / ``float → double`` promotions, the per-record TOAST rules.
 Everything else goes back to the exact per-record path (``leftovers``): writer/reader pairs that need more than that
 (see ``cdc.decode.avro_resolve``), nested/array/geometry/variable-scale/zoned columns, unknown ops, change events
-without their row image, rows missing their key or ordering position, and any decoding error. Both paths produce
+without their row image, rows missing their key or ordering position, tables ordered by SQL Server LSNs, Oracle
+SCNs or MongoDB positions (``cdc.ordering.PER_RECORD_KINDS``), explicit ordering values that are not plain integers
+(e.g. SQL Server LSN strings: the cast fails and the group goes back), and any decoding error. Both paths produce
 identical staging rows (``tests/unit/cdc/decode/test_avro_batch*.py``, including a property test over random schema
 histories). One difference: the message key is not decoded here, the key columns come from the row image (Debezium
 always has them there for c/u/r/d with a before/after image); rows without them take the per-record path.
