@@ -110,14 +110,21 @@ def _join_path(first: str, rest: str | None) -> str:
 def submitted_master(env: Mapping[str, str] | None = None) -> str | None:
     """The master spark-submit put into the SparkConf, or None when this process was not started by spark-submit.
 
-    Under spark-submit the JVM is up before Python runs, so asking it costs nothing; otherwise no JVM is started here
-    (the session's settings, e.g. ``spark.jars.packages``, must reach the JVM's launch)."""
-    if not (env if env is not None else os.environ).get("SPARK_ENV_LOADED"):
+    Under spark-submit the JVM is up before Python runs (``PYSPARK_GATEWAY_PORT``, as PySpark itself checks), so
+    asking it costs nothing; otherwise no JVM is started here (the session's settings, e.g.
+    ``spark.jars.packages``, must reach the JVM's launch)."""
+    if not (env if env is not None else os.environ).get("PYSPARK_GATEWAY_PORT"):
         return None
     from pyspark import SparkConf, SparkContext
 
     SparkContext._ensure_initialized()  # attaches to spark-submit's gateway (PYSPARK_GATEWAY_PORT)
     return SparkConf().get("spark.master", None)
+
+
+def python_env(master: str, executable: str) -> dict[str, str]:
+    """Local masters run Python workers with this interpreter (pure). A cluster's executors use their own
+    (``spark.pyspark.python`` or ``PYSPARK_PYTHON`` there): this host's path may not exist on them."""
+    return {"PYSPARK_PYTHON": executable, "PYSPARK_DRIVER_PYTHON": executable} if is_local(master) else {}
 
 
 def package_dir() -> str | None:
@@ -130,12 +137,12 @@ def package_dir() -> str | None:
 
 def build_session(cfg: PipelineConfig, app_name: str = "cdc-ingest", master: str | None = None) -> Any:
     """Create (or reuse) the SparkSession for this pipeline."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     conf = session_conf(cfg, master, submitted=submitted_master(), jar_mode=os.environ.get(jars.JARS_ENV, "auto"),
                         bundled_jar=jars.bundled_jar(), package_dir=package_dir())
+    for k, v in python_env(conf["spark.master"], sys.executable).items():
+        os.environ.setdefault(k, v)
+    from pyspark.sql import SparkSession
+
     builder = SparkSession.builder.appName(app_name)
     for k, v in conf.items():
         builder = builder.config(k, v)

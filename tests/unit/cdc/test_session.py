@@ -89,6 +89,7 @@ def test_submitted_master_starts_no_jvm_outside_spark_submit() -> None:
     from cdc.session import submitted_master
 
     assert submitted_master({}) is None
+    assert submitted_master({"SPARK_ENV_LOADED": "1"}) is None  # spark's env scripts ran, but no JVM is up
 
 
 def test_wheels_of_py_files_are_shipped_again_as_zips() -> None:
@@ -124,3 +125,11 @@ def test_maven_urls_of_the_jar_set() -> None:
         "https://repo1.maven.org/maven2/org/apache/iceberg/iceberg-aws-bundle/1.10.2/iceberg-aws-bundle-1.10.2.jar")
     assert jars.maven_url(jars.POSTGRESQL_JDBC, "https://mirror/m2/") == (
         "https://mirror/m2/org/postgresql/postgresql/42.7.4/postgresql-42.7.4.jar")
+
+
+def test_python_workers_use_this_interpreter_only_locally() -> None:
+    from cdc.session import python_env
+
+    assert python_env("local[2]", "/venv/bin/python") == {"PYSPARK_PYTHON": "/venv/bin/python",
+                                                          "PYSPARK_DRIVER_PYTHON": "/venv/bin/python"}
+    assert python_env("spark://h:7077", "/venv/bin/python") == {} == python_env("yarn", "/venv/bin/python")
