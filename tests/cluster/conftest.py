@@ -35,4 +35,5 @@ def executor_python(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="session")
 def spark_cluster() -> Iterator[standalone.Cluster]:
-    yield from standalone.start_cluster(standalone.REPO / "test-output" / "spark-cluster", workers=2)
+    base = standalone.session_dir(standalone.REPO / "test-output" / "spark-cluster")
+    yield from standalone.start_cluster(base, workers=2)

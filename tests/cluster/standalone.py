@@ -4,7 +4,7 @@ Workers run with a clean environment (no PYTHONPATH, no CDC_*) and a working dir
 executors use ``executor_python``: a virtualenv whose site-packages sees the third-party dependencies (a ``.pth``
 line naming the project venv's site-packages, whose own ``.pth`` files, such as the editable install of this
 project, are not processed) but not ``cdc``. So executors can import ``cdc`` only from the wheel shipped with
-``--py-files``. Logs and work directories go to ``test-output/spark-cluster/``.
+``--py-files``. Logs and work directories go to ``test-output/spark-cluster/session-<pid>/``.
 """
 
 from __future__ import annotations
@@ -118,8 +118,23 @@ def stop(procs: list[subprocess.Popen]) -> None:
             p.wait(10)
 
 
+def session_dir(root: Path) -> Path:
+    """``root/session-<pid>``: concurrent test sessions never share (or delete) each other's logs and work dirs.
+    Directories of sessions whose process is gone are removed."""
+    root.mkdir(parents=True, exist_ok=True)
+    for old in root.glob("session-*"):
+        try:
+            os.kill(int(old.name.split("-", 1)[1]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(old, ignore_errors=True)
+        except (ValueError, PermissionError):
+            pass
+    return root / f"session-{os.getpid()}"
+
+
 def start_cluster(base: Path, workers: int = 2, timeout: float = 120) -> Iterator[Cluster]:
-    """Master + ``workers`` workers (1 core, 1 GiB each); yields once every worker is ALIVE; stops them after."""
+    """Master + ``workers`` workers (1 core, 1 GiB each); yields once every worker is ALIVE; stops them after and
+    removes the applications' work directories (jar copies), keeping the logs."""
     if base.exists():
         shutil.rmtree(base)
     base.mkdir(parents=True)
@@ -153,6 +168,8 @@ def start_cluster(base: Path, workers: int = 2, timeout: float = 120) -> Iterato
         yield cluster
     finally:
         stop(cluster.procs)
+        for app in base.glob("worker-*/app-*"):
+            shutil.rmtree(app, ignore_errors=True)
 
 
 def app_properties(event_log_dir: Path) -> list[dict[str, Any]]:
