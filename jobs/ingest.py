@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
-        from cdc.run import unwrap_task_error
+        from cdc.outcome import unwrap_task_error
 
         err = unwrap_task_error(exc, "ingest")
         return fail(f"ERROR [{type(err).__name__}] {err}", err.exit_code)
