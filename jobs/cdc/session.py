@@ -84,7 +84,7 @@ def session_conf(cfg: PipelineConfig, master: str | None = None, *, submitted: s
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": "8",
         "spark.sql.adaptive.enabled": "true",
-        "spark.ui.enabled": "false",
+        "spark.ui.enabled": "false" if local else "true",  # on a cluster the Spark UI is how operators watch a run
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
         # Arrow batches from the Kafka reader tasks; bounded memory per task.
         "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",

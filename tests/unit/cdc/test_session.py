@@ -25,6 +25,8 @@ def test_spark_submit_to_a_cluster_never_pins_the_driver(submitted: str) -> None
     assert conf["spark.master"] == submitted
     assert "spark.driver.host" not in conf and "spark.driver.bindAddress" not in conf
     assert "spark.executorEnv.PYTHONPATH" not in conf
+    assert conf["spark.ui.enabled"] == "true"  # operators watch cluster runs in the Spark UI
+    assert session_conf(cfg(), "local[2]")["spark.ui.enabled"] == "false"
 
 
 @pytest.mark.parametrize("submitted,cli,yaml_master,expected", [
