@@ -7,7 +7,7 @@ import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Iterator
 
 from cdc import errors, progress
 from cdc.errors import CdcError, ConcurrentRunError

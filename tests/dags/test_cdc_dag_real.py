@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest

@@ -26,7 +26,7 @@ from cdc.config import COLUMN_TYPE_NAMES, DECIMAL_COLUMN_TYPE
 from cdc.decode import Decoder, Sample, flattened, mongodb
 from cdc.decode.envelope import RowPlan, row_plan, to_event
 from cdc.decode.model import TOMBSTONE, Column, Event
-from cdc.errors import DecodeError, SchemaEvolutionError
+from cdc.errors import DecodeError
 from cdc.decode.widening import Incompatible, accepts, merge_columns, merge_type
 from cdc.types import ConnectField, columns_of, converter, from_connect_json
 
