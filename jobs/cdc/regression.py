@@ -6,9 +6,10 @@ A partition's newest position in an incremental batch is compared with the newes
 partition before (ledger ``max_position``). Going backwards a little is normal (a connector restart redelivers what
 it had not committed); *far* backwards is not:
 
-* MySQL/MariaDB: the binlog file number drops by more than one (``RESET MASTER`` starts again at ``.000001``; a
-  replica's own binlog numbering);
-* PostgreSQL: the LSN falls below half of the previous one (a new cluster starts its WAL near zero);
+* MySQL/MariaDB: the binlog file number drops by three or more, to half of what it was or less (``RESET MASTER``
+  starts again at ``.000001``; a replica's own, much lower, binlog numbering);
+* PostgreSQL: the LSN drops by 1 GiB or more, to half of what it was or less (a new cluster starts its WAL near
+  zero);
 * explicit ``ordering:`` lists: not checked (their meaning is unknown).
 
 The way on is ``tables[].ordering_epoch``: raise it, and every change of the new epoch wins over what is stored.
@@ -20,6 +21,9 @@ from typing import Mapping
 
 from cdc.errors import PositionRegression
 from cdc.layout import align
+
+PG_MIN_DROP = 1 << 30  # bytes of WAL; a restart's redelivery goes back far less
+MYSQL_MIN_DROP = 3  # binlog files; a restart's redelivery goes back one at most (files are 1 GiB by default)
 
 
 def check(table: str, topic: str, kind: str, epoch: int | None, newest: Mapping[int, tuple[int, ...] | None],
@@ -36,7 +40,10 @@ def check(table: str, topic: str, kind: str, epoch: int | None, newest: Mapping[
         if len(old) != len(new) or new[:lead] != old[:lead] or new >= old:
             continue  # a newer epoch, or not backwards
         src_new, src_old = new[lead:], old[lead:]
-        far = (src_new[0] < src_old[0] - 1 if kind == "mysql" else src_new[-1] < src_old[-1] // 2)
+        if kind == "mysql":  # binlog file number: down by three or more, to half or less
+            far = src_old[0] - src_new[0] >= MYSQL_MIN_DROP and src_new[0] <= src_old[0] // 2
+        else:  # LSN: down by a GiB or more, to half or less
+            far = src_old[-1] - src_new[-1] >= PG_MIN_DROP and src_new[-1] <= src_old[-1] // 2
         if far:
             raise PositionRegression(
                 f"table {table}: topic {topic} partition {p}: source positions went far backwards (newest in this "

@@ -95,6 +95,9 @@ def test_scenario_05_position_regressions_are_detected_far_below_only():
 
     before = {0: (12, 900, 0)}
     check("t", "x", "mysql", None, {0: (11, 50, 0)}, before)  # a restart redelivers from the previous file: fine
+    check("t", "x", "mysql", None, {0: (1, 50, 0)}, {0: (3, 9, 0)})  # young log, small files: not "far"
+    check("t", "x", "mysql", None, {0: (20, 50, 0)}, {0: (30, 9, 0)})  # not down to half
+    check("t", "x", "postgresql", None, {0: (10, 10)}, {0: (30, 30)})  # tiny LSNs: a redelivery, not a new cluster
     with pytest.raises(PositionRegression, match="partition 0.*ordering_epoch to 1"):
         check("t", "x", "mysql", None, {0: (1, 4, 0)}, before)  # RESET MASTER
     check("t", "x", "mysql", 1, {0: (1, 1, 4, 0)}, {0: (12, 900, 0)})  # the new epoch: newer whatever the position
