@@ -29,23 +29,11 @@ log = logging.getLogger("cdc.progress")
 _state: dict[str, Any] = {"metrics": metrics.MetricsConfig(), "pipeline": "", "ticker": None}
 
 
-class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
-    """Writes to whatever ``sys.stderr`` is when a line is logged (not the one at set-up: tests and hosts swap it)."""
-
-    @property  # type: ignore[override]
-    def stream(self) -> Any:
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, _value: Any) -> None:
-        pass
-
-
 def setup_logging() -> None:
     """INFO lines of the ``cdc`` loggers to stderr (once; a host application's own handlers are kept)."""
     root = logging.getLogger("cdc")
     if not any(getattr(h, "_cdc", False) for h in root.handlers):
-        h = _Stderr()
+        h = logging.StreamHandler(sys.stderr)
         h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s cdc: %(message)s", "%Y-%m-%d %H:%M:%S"))
         h._cdc = True  # type: ignore[attr-defined]
         root.addHandler(h)

@@ -38,6 +38,8 @@ def test_progress_lines_have_counts_and_rates() -> None:
 
 
 def test_hooks_log_to_stderr_and_never_raise(capsys: pytest.CaptureFixture[str]) -> None:
+    cdc_log = logging.getLogger("cdc")  # a handler an earlier test set up writes to that test's stderr: start afresh
+    cdc_log.handlers = [h for h in cdc_log.handlers if not getattr(h, "_cdc", 0)]
     progress.start_run(SimpleNamespace(pipeline="p", source_path="<memory>"))
     progress.phase_started(result(), "merge")
     progress.phase_ended(result(), "merge", 2.0)
