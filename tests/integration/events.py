@@ -79,15 +79,18 @@ def pg_schemaless(op: str, key: int | None, row: dict[str, Any] | None, lsn: int
 
 
 # ---- SQL Server (Debezium's io.debezium.connector.sqlserver.Source, as in ../shared/fixtures/debezium/misc) ----------
-SQLSERVER_SOURCE = {"type": "struct", "name": "io.debezium.connector.sqlserver.Source", "optional": False, "fields": [
-    {"type": "string", "optional": False, "field": "version"},
-    {"type": "string", "optional": False, "field": "connector"},
-    {"type": "string", "optional": False, "field": "name"}, {"type": "int64", "optional": False, "field": "ts_ms"},
-    {"type": "string", "optional": True, "field": "snapshot"}, {"type": "string", "optional": False, "field": "db"},
-    {"type": "string", "optional": False, "field": "schema"}, {"type": "string", "optional": False, "field": "table"},
-    {"type": "string", "optional": True, "field": "change_lsn"},
-    {"type": "string", "optional": True, "field": "commit_lsn"},
-    {"type": "int64", "optional": True, "field": "event_serial_no"}]}
+def _source_struct(name: str, *optional: tuple[str, str]) -> dict[str, Any]:
+    """A Debezium ``Source`` struct: the fields every connector has, then its own optional position fields."""
+    required = [("string", "version"), ("string", "connector"), ("string", "name"), ("int64", "ts_ms")]
+    fields = [{"type": t, "optional": False, "field": f} for t, f in required]
+    fields.append({"type": "string", "optional": True, "field": "snapshot"})
+    fields += [{"type": "string", "optional": False, "field": f} for f in ("db", "schema", "table")]
+    fields += [{"type": t, "optional": True, "field": f} for t, f in optional]
+    return {"type": "struct", "name": name, "optional": False, "fields": fields}
+
+
+SQLSERVER_SOURCE = _source_struct("io.debezium.connector.sqlserver.Source", ("string", "change_lsn"),
+                                  ("string", "commit_lsn"), ("int64", "event_serial_no"))
 
 
 def sqlserver(op: str, key: int | None, row: dict[str, Any] | None, commit_lsn: str, change_lsn: str | None,
@@ -130,14 +133,8 @@ def flattened(op: str, key: int, row: dict[str, Any], lsn: int) -> tuple[bytes, 
 
 
 # ---- Oracle (LogMiner source block of Debezium's Oracle connector docs: scn / commit_scn as digit strings) ---------
-ORACLE_SOURCE = {"type": "struct", "name": "io.debezium.connector.oracle.Source", "optional": False, "fields": [
-    {"type": "string", "optional": False, "field": "version"},
-    {"type": "string", "optional": False, "field": "connector"},
-    {"type": "string", "optional": False, "field": "name"}, {"type": "int64", "optional": False, "field": "ts_ms"},
-    {"type": "string", "optional": True, "field": "snapshot"}, {"type": "string", "optional": False, "field": "db"},
-    {"type": "string", "optional": False, "field": "schema"}, {"type": "string", "optional": False, "field": "table"},
-    {"type": "string", "optional": True, "field": "txId"}, {"type": "string", "optional": True, "field": "scn"},
-    {"type": "string", "optional": True, "field": "commit_scn"}]}
+ORACLE_SOURCE = _source_struct("io.debezium.connector.oracle.Source", ("string", "txId"), ("string", "scn"),
+                               ("string", "commit_scn"))
 
 
 def oracle(op: str, key: int | None, row: dict[str, Any] | None, scn: int, commit_scn: int | None,
