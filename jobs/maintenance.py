@@ -158,6 +158,7 @@ class Maintenance:
         partitions, of the newest position committed from each); None while a partition that delivered changes has
         no recorded position (batches from before positions were recorded)."""
         from cdc.layout import align
+        from cdc.ledger_model import newest_positions
         from cdc.sql import lit
 
         ledger = f"{self.cat}.{self.cfg.metadata_namespace}.ledger"
@@ -167,14 +168,8 @@ class Maintenance:
             f"SELECT `partition`, max_position, events_read - events_skipped - dead_letters AS changes FROM {ledger} "
             f"WHERE pipeline = {lit(self.cfg.pipeline)} AND table_name = {lit(t.target)} AND topic = {lit(t.topic)} "
             "AND status = 'committed'").collect()
-        newest: dict[int, tuple[int, ...]] = {}
-        changed: set[int] = set()
-        for r in rows:
-            if r["changes"]:
-                changed.add(r["partition"])
-            if r["max_position"]:
-                pos = tuple(json.loads(r["max_position"]))
-                newest[r["partition"]] = max(pos, newest.get(r["partition"], pos), key=lambda t: (len(t), t))
+        newest = newest_positions(rows)
+        changed = {r["partition"] for r in rows if r["changes"]}
         if not newest or changed - set(newest):
             return None
         width = max(len(p) for p in newest.values())  # positions from before an epoch column belong to epoch 0

@@ -154,11 +154,9 @@ class Ledger:
         rows = self.spark.sql(
             f"SELECT `partition`, max_position FROM {self.name} WHERE {self._where(table)} AND topic = {lit(topic)} "
             "AND status = 'committed' AND mode = 'incremental' AND max_position IS NOT NULL").collect()
-        out: dict[int, tuple[int, ...]] = {}
-        for r in rows:
-            pos = tuple(json.loads(r["max_position"]))
-            out[r["partition"]] = max(pos, out.get(r["partition"], pos), key=lambda t: (len(t), t))
-        return out
+        from cdc.ledger_model import newest_positions
+
+        return newest_positions(rows)
 
     def next_batch_id(self, table: str) -> int:
         self._fresh()

@@ -84,3 +84,16 @@ def committed_cursor(rows: Iterable[Mapping[str, Any]], table_name: str) -> dict
         if end > FORGOTTEN:
             out.setdefault(topic, {})[part] = end
     return out
+
+
+def newest_positions(rows: Iterable[Mapping[str, Any]]) -> dict[int, tuple[int, ...]]:
+    """partition → the newest source position among ledger rows' ``max_position`` (JSON lists; rows without one are
+    skipped). A longer position (one with the ordering-epoch column) is newer than a shorter one from before it."""
+    import json
+
+    out: dict[int, tuple[int, ...]] = {}
+    for r in rows:
+        if r["max_position"]:
+            pos = tuple(json.loads(r["max_position"]))
+            out[r["partition"]] = max(pos, out.get(r["partition"], pos), key=lambda t: (len(t), t))
+    return out

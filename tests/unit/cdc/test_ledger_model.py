@@ -1,6 +1,6 @@
 """The committed-cursor rule (pure) and the cursor reset's plan."""
 
-from cdc.ledger_model import FORGOTTEN, committed_cursor, cursor_sql
+from cdc.ledger_model import FORGOTTEN, committed_cursor, cursor_sql, newest_positions
 from cdc.reset import cursor_moves
 
 
@@ -26,3 +26,10 @@ def test_reset_moves_only_partitions_beyond_their_end_or_gone_or_explicit():
     assert cursor_moves({0: 50, 1: 20, 2: 9}, wm, {}) == {0: (50, 0), 2: (9, FORGOTTEN)}
     assert cursor_moves({0: 5, 1: 20}, wm, {1: 10}) == {1: (20, 10)}
     assert cursor_moves({0: 5, 1: 20}, wm, {}) == {}
+
+
+def test_newest_positions_per_partition_epoch_positions_win():
+    rows = [{"partition": 0, "max_position": "[5, 9]"}, {"partition": 0, "max_position": "[7, 1]"},
+            {"partition": 1, "max_position": None}, {"partition": 1, "max_position": "[90, 90]"},
+            {"partition": 1, "max_position": "[1, 2, 3]"}]
+    assert newest_positions(rows) == {0: (7, 1), 1: (1, 2, 3)}
