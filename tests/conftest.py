@@ -54,3 +54,18 @@ def spark(warehouse):
     session = build_session(cfg, "cdc-tests", master="local[2]")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory):
+    """A real PostgreSQL server (Debian's postgresql-15, installed by .ci/run) on a free loopback port.
+
+    Tests that need their own database call ``postgres.create_database(unique("db"))``.
+    """
+    from devtools.postgres import INSTALL_HINT, LocalPostgres, available
+
+    if not available():
+        pytest.fail(f"PostgreSQL server or JDBC driver missing: {INSTALL_HINT}")
+    pg = LocalPostgres(base_dir=tmp_path_factory.mktemp("postgres")).start()
+    yield pg
+    pg.stop()
