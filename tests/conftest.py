@@ -57,7 +57,7 @@ def spark(warehouse):
 
 
 @pytest.fixture(scope="session")
-def postgres(tmp_path_factory):
+def postgres():
     """A real PostgreSQL server (Debian's postgresql-15, installed by .ci/run) on a free loopback port.
 
     Tests that need their own database call ``postgres.create_database(unique("db"))``.
@@ -66,6 +66,6 @@ def postgres(tmp_path_factory):
 
     if not available():
         pytest.fail(f"PostgreSQL server or JDBC driver missing: {INSTALL_HINT}")
-    pg = LocalPostgres(base_dir=tmp_path_factory.mktemp("postgres")).start()
+    pg = LocalPostgres().start()  # its own temp dir: pytest's are root-only, and the server may run as postgres
     yield pg
     pg.stop()
