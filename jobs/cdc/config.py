@@ -21,6 +21,7 @@ FORMATS = ("avro", "json")
 DELETE_MODES = ("hard", "soft")
 BAD_RECORD_POLICIES = ("dead_letter", "fail")
 ENVELOPES = ("debezium", "flattened")  # tables[].envelope
+WRITE_MODES = ("upsert", "append", "scd2")  # tables[].write_mode (cdc.modes)
 CATALOG_TYPES = ("hadoop", "hive", "rest", "glue", "jdbc", "nessie")
 DEFAULT_PLACEHOLDER = "__debezium_unavailable_value"
 DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024  # key + value; larger records are bad records (0: no limit)
@@ -58,6 +59,19 @@ class TableConfig:
     # "debezium": the Debezium envelope (before/after/source/op); "flattened": records flattened by the
     # ExtractNewRecordState SMT (row fields + add.fields "__*" fields, __deleted from delete.handling.mode=rewrite)
     envelope: str = "debezium"
+    # "upsert" (mirror), "append" (changelog) or "scd2" (history), see cdc.modes; None = not configured: upsert, or
+    # append for a keyless table (no message key, no primary_key). ``mode`` is the configured-or-default value.
+    write_mode: str | None = None
+    # scd2: an update that changes none of these columns updates the current version in place (empty: every change
+    # opens a version)
+    track_columns: tuple[str, ...] = ()
+    # Routing (cdc.routing): a regex (full match) over the broker's topics instead of ``topic``; ``target`` may use
+    # $1.. groups. Unresolved entries have topic == ""; resolved ones keep the pattern they came from.
+    topic_pattern: str = ""
+
+    @property
+    def mode(self) -> str:
+        return self.write_mode or "upsert"
 
     @property
     def name(self) -> str:
@@ -78,7 +92,13 @@ class CatalogConfig:
     name: str = "lake"
     type: str = "hadoop"
     warehouse: str = "./warehouse"
+    # Catalog properties (→ spark.sql.catalog.<name>.*); the YAML's ``catalog.uri`` is stored here as ``uri``.
     properties: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def uri(self) -> str:
+        """The catalog's ``uri`` (jdbc: ``jdbc:postgresql://host:port/db``; rest: ``http://…``), or ""."""
+        return str(self.properties.get("uri", ""))
 
 
 @dataclass(frozen=True)
@@ -91,6 +111,8 @@ class BatchConfig:
     # The claim lease: a live run renews its claim every third of it; a claim from another host left unrenewed this
     # long is taken over (same host: as soon as its process is gone). See cdc.lease.
     claim_timeout_minutes: float = 60.0
+    # Tables of one job run at once (threads of one Spark driver, cdc.group); 1 = one after the other.
+    table_concurrency: int = 1
 
 
 @dataclass(frozen=True)
@@ -106,6 +128,11 @@ class PipelineConfig:
     batch: BatchConfig = field(default_factory=BatchConfig)
     schedule: str | None = "@hourly"
     source_path: str = "<memory>"
+
+    @property
+    def has_patterns(self) -> bool:
+        """Some table entry is a ``topic_pattern`` not resolved yet (``cdc.routing.resolve_pipeline``)."""
+        return any(not t.topic for t in self.tables)
 
     def table(self, name: str) -> TableConfig:
         for t in self.tables:
@@ -242,9 +269,9 @@ class _Parser:
                 raise self.fail(f"tables[{i}].envelope", "flattened events are read with format: json only")
         seen: set[str] = set()
         for t in tables:
-            if t.target in seen or t.topic in seen:
+            if t.topic and (t.target in seen or t.topic in seen):
                 raise self.fail("tables", f"{t.target} / {t.topic} appears twice")
-            seen.update((t.target, t.topic))
+            seen.update((t.target, t.topic) if t.topic else ())  # patterns: cdc.routing checks resolved names
         return PipelineConfig(
             pipeline=name, kafka=kafka, format=fmt, catalog=self.catalog(raw), tables=tables,
             schema_registry=registry, spark={k: str(v) for k, v in self.mapping(raw, "spark").items()},
@@ -256,26 +283,34 @@ class _Parser:
 
     def catalog(self, raw: dict[str, Any]) -> CatalogConfig:
         c = self.mapping(raw, "catalog", required=True)
-        self.unknown(c, {"name", "type", "warehouse", "properties"}, "catalog.")
+        self.unknown(c, {"name", "type", "warehouse", "uri", "properties"}, "catalog.")
         name = c.get("name", "lake")
         if not isinstance(name, str) or not _NAME.match(name):
             raise self.fail("catalog.name", f"must be an identifier, got {name!r}")
         ctype = self.choice(c.get("type", "hadoop"), "catalog.type", CATALOG_TYPES)
         warehouse = c.get("warehouse")
-        if ctype == "hadoop" and not warehouse:
-            raise self.fail("catalog.warehouse", "is required for a hadoop catalog")
-        if ctype == "hadoop" and "://" not in str(warehouse) and not os.path.isabs(str(warehouse)):
+        if ctype in ("hadoop", "jdbc") and not warehouse:
+            raise self.fail("catalog.warehouse", f"is required for a {ctype} catalog")
+        if ctype in ("hadoop", "jdbc") and "://" not in str(warehouse) and not os.path.isabs(str(warehouse)):
             warehouse = str((Path(self.src).parent if self.src != "<memory>" else Path.cwd()) / str(warehouse))
         props = c.get("properties") or {}
         if not isinstance(props, dict):
             raise self.fail("catalog.properties", "must be a mapping")
-        return CatalogConfig(name=name, type=ctype, warehouse=str(warehouse or ""),
-                             properties={str(k): str(v) for k, v in props.items()})
+        props = {str(k): str(v) for k, v in props.items()}
+        if c.get("uri") is not None:
+            if "uri" in props and props["uri"] != str(c["uri"]):
+                raise self.fail("catalog.uri", "is set twice (catalog.uri and catalog.properties.uri) with "
+                                               "different values: keep one")
+            props["uri"] = str(c["uri"])
+        if ctype == "jdbc" and not props.get("uri", "").startswith("jdbc:"):
+            raise self.fail("catalog.uri", "is required for a jdbc catalog: jdbc:postgresql://<host>:<port>/<database>"
+                                           " (user and password in catalog.properties jdbc.user / jdbc.password)")
+        return CatalogConfig(name=name, type=ctype, warehouse=str(warehouse or ""), properties=props)
 
     def batch(self, raw: dict[str, Any]) -> BatchConfig:
         b = self.mapping(raw, "batch")
-        self.unknown(b, {"max_records_per_partition", "chunk_size", "read_timeout_seconds", "claim_timeout_minutes"},
-                     "batch.")
+        self.unknown(b, {"max_records_per_partition", "chunk_size", "read_timeout_seconds", "claim_timeout_minutes",
+                         "table_concurrency"}, "batch.")
         d = BatchConfig()
         return BatchConfig(
             max_records_per_partition=self.number(b.get("max_records_per_partition", d.max_records_per_partition),
@@ -285,19 +320,31 @@ class _Parser:
                                              "batch.read_timeout_seconds", float, 0.1),
             claim_timeout_minutes=self.number(b.get("claim_timeout_minutes", d.claim_timeout_minutes),
                                               "batch.claim_timeout_minutes", float, 0),
+            table_concurrency=self.number(b.get("table_concurrency", d.table_concurrency), "batch.table_concurrency",
+                                          int, 1),
         )
 
     def table(self, t: dict[str, Any], i: int) -> TableConfig:
         w = f"tables[{i}]."
         allowed = {"topic", "target", "primary_key", "ordering", "delete_mode", "unavailable_value_placeholder",
                    "on_bad_record", "max_dead_letter_ratio", "allow_field_addition", "max_record_bytes",
-                   "column_types", "compacted", "ordering_epoch", "envelope"}
+                   "column_types", "compacted", "ordering_epoch", "envelope", "topic_pattern",
+                   "write_mode", "track_columns"}
         self.unknown(t, allowed, w)
         t = {k: self.subst(v, w + k) for k, v in t.items()}
-        topic, target = t.get("topic"), t.get("target")
-        if not isinstance(topic, str) or not topic:
-            raise self.fail(w + "topic", "is required")
-        if not isinstance(target, str) or target.count(".") < 1 or not all(_NAME.match(p) for p in target.split(".")):
+        topic, target, pattern = t.get("topic"), t.get("target"), t.get("topic_pattern")
+        if pattern is not None:
+            from cdc.routing import check_entry
+
+            if topic is not None:
+                raise self.fail(w + "topic_pattern", "give topic or topic_pattern, not both")
+            problem = check_entry(pattern, target)
+            if problem:
+                raise self.fail(w + problem[0], problem[1])
+            topic, target = "", str(target)
+        elif not isinstance(topic, str) or not topic:
+            raise self.fail(w + "topic", "is required (or topic_pattern)")
+        elif not isinstance(target, str) or target.count(".") < 1 or not all(_NAME.match(p) for p in target.split(".")):
             raise self.fail(w + "target", f"must be namespace.table (identifiers), got {target!r}")
         pk = t.get("primary_key") or ()
         if isinstance(pk, str):
@@ -332,7 +379,23 @@ class _Parser:
             compacted=self.compacted(t.get("compacted", "auto"), w + "compacted"),
             ordering_epoch=self.number(t.get("ordering_epoch", 0), w + "ordering_epoch", int, 0),
             envelope=self.choice(t.get("envelope", "debezium"), w + "envelope", ENVELOPES),
+            topic_pattern=pattern or "",
+            **self.write_mode(t, w),
         )
+
+    def write_mode(self, t: dict[str, Any], w: str) -> dict[str, Any]:
+        """``write_mode`` and ``track_columns`` (scd2 only) of one table entry."""
+        mode = t.get("write_mode")
+        if mode is not None:
+            self.choice(mode, w + "write_mode", WRITE_MODES)
+        track = t.get("track_columns") or ()
+        if isinstance(track, str):
+            track = (track,)
+        if not isinstance(track, (list, tuple)) or not all(isinstance(c, str) and c for c in track):
+            raise self.fail(w + "track_columns", "must be a list of column names")
+        if track and mode != "scd2":
+            raise self.fail(w + "track_columns", "applies to write_mode: scd2 only")
+        return {"write_mode": mode, "track_columns": tuple(track)}
 
     def compacted(self, raw: Any, key: str) -> str | bool:
         if raw not in ("auto", True, False):
