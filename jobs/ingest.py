@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.max_records < 1:
                 raise ConfigError(f"{cli.MAX_RECORDS} must be >= 1")
             cfg = cfg.with_batch(max_records_per_partition=args.max_records)
+        from cdc.routing import resolve_pipeline
+
+        cfg = resolve_pipeline(cfg)  # topic_pattern entries → one table per matching topic, at every run
         tables = list(cfg.select(args.table))
         bounds = bounds_from_args(args)
         mode = "reset" if args.reset_cursor else args.mode

@@ -198,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         cfg = load_config(args.config)
+        from cdc.routing import resolve_pipeline
+
+        cfg = resolve_pipeline(cfg)  # topic_pattern entries → the tables of the topics they match now
         tables = cfg.select(args.table or None)
         from cdc.session import build_session
 

@@ -18,6 +18,7 @@ from cdc.merge import (MergeSpec, changes_sql, classify_sql, merge_target_sql, m
                        moved_toast_sql, newest_sql, truncate_sql)
 from cdc.sql import tuple_cmp_literal
 from cdc.stage import BatchStats
+from cdc.table_layout import TableLayout
 from cdc.tables import EPOCHS_PROPERTY, TableNames, ensure_target, ensure_tombstones, gc_horizon, target_epochs
 
 
@@ -35,10 +36,11 @@ class ApplyResult:
 def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Sequence[Column], key: Sequence[str],
                 ordering: Sequence[str], delete_mode: str, previous_barrier: tuple[int, ...] | None,
                 stats: BatchStats, compacted: bool = False,
-                epochs: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] | None = None) -> ApplyResult:
+                epochs: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] | None = None,
+                layout: TableLayout | None = None) -> ApplyResult:
     soft = delete_mode == "soft"
     key_cols = [c for c in row_columns if c.name in key]
-    ensure_target(spark, names.target, row_columns, key, ordering, soft)
+    ensure_target(spark, names.target, row_columns, key, ordering, soft, layout)
     if not soft:
         ensure_tombstones(spark, names.tombstones, key_cols, ordering)
     own = stats.truncate

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 import yaml
 
 from cdc.errors import ConfigError
+from cdc.table_layout import LayoutError, TableLayout, merge_defaults, parse_layout
 
 FORMATS = ("avro", "json")
 DELETE_MODES = ("hard", "soft")
@@ -68,6 +69,8 @@ class TableConfig:
     # Routing (cdc.routing): a regex (full match) over the broker's topics instead of ``topic``; ``target`` may use
     # $1.. groups. Unresolved entries have topic == ""; resolved ones keep the pattern they came from.
     topic_pattern: str = ""
+    # Target layout (cdc.table_layout): partition_by, sort_by, properties; applied on create and on later runs
+    layout: TableLayout = field(default_factory=TableLayout)
 
     @property
     def mode(self) -> str:
@@ -262,7 +265,7 @@ class _Parser:
         if not isinstance(tables_raw, list) or not tables_raw:
             raise self.fail("tables", "is required: a non-empty list of {topic, target, ...}")
         defaults = self.mapping(raw, "defaults")
-        tables = tuple(self.table({**defaults, **(t or {})}, i) if isinstance(t, dict) or t is None
+        tables = tuple(self.table(merge_defaults(defaults, t or {}), i) if isinstance(t, dict) or t is None
                        else self._bad_table(i) for i, t in enumerate(tables_raw))
         for i, t in enumerate(tables):
             if t.envelope == "flattened" and fmt != "json":
@@ -329,7 +332,7 @@ class _Parser:
         allowed = {"topic", "target", "primary_key", "ordering", "delete_mode", "unavailable_value_placeholder",
                    "on_bad_record", "max_dead_letter_ratio", "allow_field_addition", "max_record_bytes",
                    "column_types", "compacted", "ordering_epoch", "envelope", "topic_pattern",
-                   "write_mode", "track_columns"}
+                   "write_mode", "track_columns", "partition_by", "sort_by", "properties"}
         self.unknown(t, allowed, w)
         t = {k: self.subst(v, w + k) for k, v in t.items()}
         topic, target, pattern = t.get("topic"), t.get("target"), t.get("topic_pattern")
@@ -380,8 +383,15 @@ class _Parser:
             ordering_epoch=self.number(t.get("ordering_epoch", 0), w + "ordering_epoch", int, 0),
             envelope=self.choice(t.get("envelope", "debezium"), w + "envelope", ENVELOPES),
             topic_pattern=pattern or "",
+            layout=self.layout(t, w),
             **self.write_mode(t, w),
         )
+
+    def layout(self, t: dict[str, Any], w: str) -> TableLayout:
+        try:
+            return parse_layout(t)
+        except LayoutError as exc:
+            raise self.fail(w + exc.key, exc.message) from None
 
     def write_mode(self, t: dict[str, Any], w: str) -> dict[str, Any]:
         """``write_mode`` and ``track_columns`` (scd2 only) of one table entry."""

@@ -28,9 +28,11 @@ from cdc.outcome import TableResult, phase, unwrap_task_error
 from cdc.ordering import Ordering, from_columns, resolve
 from cdc.stage import (BatchStats, PartitionCounts, batch_stats, check_dead_letter_ratio, record_dead_letters,
                        stage, staged_key_and_ordering)
-from cdc.layout import EPOCH, POSTGRES_COMMIT_ORDERING, row_columns, staged_row_columns, staging_columns
+from cdc.layout import EPOCH, POSTGRES_COMMIT_ORDERING, row_columns, staged_row_columns, staging_columns, target_meta
 from cdc import progress, regression
 from cdc.tables import TableNames, ensure_meta_tables, existing_columns, names, target_epochs
+from cdc.snapshot_summary import batch_summary, commit_properties
+from cdc.table_layout import check_columns
 
 def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: str = "incremental",
               dry_run: bool = False, bounds: BackfillBounds | None = None) -> dict[str, Any]:
@@ -128,7 +130,9 @@ class TableRun:
                         c.name for c in existing_columns(self.spark, self.names.staging)}:
                     ordering = replace(ordering, kind="postgresql_lsn")  # staged before commit ordering existed
                 row_cols = self.row_columns_of_staging(ordering)
-            self.merge_and_commit(TableResult(self.t.target, self.t.topic), pending.batch_id, row_cols, key, ordering)
+            self.merge_and_commit(TableResult(self.t.target, self.t.topic, ranges=[
+                {"partition": r.partition, "start": r.start, "end": r.end} for r in ranges]),  # snapshot summary
+                pending.batch_id, row_cols, key, ordering)
 
     def lease(self, batch_id: int) -> LeaseKeeper:
         """Keep this run's claim of ``batch_id`` fresh while the block runs (runs on other hosts wait for it)."""
@@ -241,8 +245,11 @@ class TableRun:
             previous = self.ledger.barrier(self.t.target, batch_id)
             if stats is None:  # recovering a staged batch
                 stats = batch_stats(self.spark, self.names.staging, batch_id, ordering.columns)
-            applied = apply_batch(self.spark, self.names, batch_id, row_cols, key, ordering.columns,
-                                  self.t.delete_mode, previous, stats, self.compacted(result), ordering.epochs)
+            summary = batch_summary(self.cfg.pipeline, batch_id, self.t.topic, result.ranges)
+            with commit_properties(self.spark, summary):  # cdc.batch-id etc. in the target's snapshot summaries
+                applied = apply_batch(self.spark, self.names, batch_id, row_cols, key, ordering.columns,
+                                      self.t.delete_mode, previous, stats, self.compacted(result), ordering.epochs,
+                                      layout=self.t.layout)
         checkpoint("before_commit")
         with phase(result, "commit"):
             counts = {"inserted": applied.inserted, "updated": applied.updated, "deleted": applied.deleted}
@@ -299,6 +306,8 @@ class TableRun:
                 f"{'is empty' if not key else f'has columns {missing} that are not in the row'}; set primary_key "
                 "for this table in the pipeline YAML")
         ordering = self.ordering(decoder.bind(cols), samples, [c.name for c in target_cols], ranges)
+        check_columns(self.t.layout, [*cols, *target_meta(ordering.columns, self.t.delete_mode == "soft")],
+                      self.t.target, self.cfg.source_path)  # partition_by / sort_by columns: before the claim
         return cols, tuple(key), ordering, decoder
 
     def known_key(self) -> tuple[str, ...]:

@@ -19,17 +19,14 @@ from cdc.layout import staging_columns, target_meta, tombstone_columns
 from cdc.ledger_model import (DEAD_LETTER_COLUMNS, LEDGER_COLUMNS, ddl_of, dead_letters_identifier, ledger_identifier,
                               staging_identifier, tombstones_identifier)
 from cdc.sql import lit, q
+from cdc.table_layout import (REQUIRED_PROPERTIES, TableLayout, partition_changes, partitioning_of,
+                               property_changes, sort_order_text)
 
 __all__ = ["TableNames", "names", "staging_columns", "target_meta", "spark_type", "spark_schema", "arrow_schema",
-           "ensure_meta_tables", "ensure_staging", "ensure_target", "ensure_tombstones", "evolve", "existing_columns",
-           "gc_horizon"]
+           "ensure_meta_tables", "ensure_staging", "ensure_target", "apply_layout", "ensure_tombstones", "evolve",
+           "existing_columns", "gc_horizon"]
 
-TABLE_PROPS = {
-    "format-version": "2",
-    "write.delete.mode": "merge-on-read",
-    "write.update.mode": "merge-on-read",
-    "write.merge.mode": "merge-on-read",
-}
+TABLE_PROPS = REQUIRED_PROPERTIES  # every table's defaults; targets add the user's layout (cdc.table_layout)
 
 LEDGER_DDL = ddl_of(LEDGER_COLUMNS)
 DEAD_LETTERS_DDL = ddl_of(DEAD_LETTER_COLUMNS)
@@ -138,15 +135,43 @@ def ensure_staging(spark: Any, name: str, columns: Sequence[Column]) -> None:
 
 
 def ensure_target(spark: Any, name: str, row: Sequence[Column], key: Sequence[str], ordering: Sequence[str],
-                  soft: bool) -> None:
-    """Create the target table on the first batch (key columns NOT NULL + identifier fields), else evolve it."""
+                  soft: bool, layout: TableLayout | None = None) -> None:
+    """Create the target table on the first batch (key columns NOT NULL + identifier fields, the configured
+    partitioning, sort order and properties), else evolve it and bring its layout up to date (``apply_layout``)."""
     cols = [*row, *target_meta(ordering, soft)]
     if not exists(spark, name):
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name.rsplit('.', 1)[0]}")
-        spark.sql(f"CREATE TABLE {name} ({ddl(cols, not_null=key)}) USING iceberg TBLPROPERTIES ({props_sql()})")
+        parts = ", ".join(t.sql() for t in layout.partition_by) if layout else ""
+        spark.sql(f"CREATE TABLE {name} ({ddl(cols, not_null=key)}) USING iceberg"
+                  + (f" PARTITIONED BY ({parts})" if parts else "")
+                  + f" TBLPROPERTIES ({props_sql(layout.properties if layout else None)})")
         spark.sql(f"ALTER TABLE {name} SET IDENTIFIER FIELDS {', '.join(q(k) for k in key)}")
-        return
-    evolve(spark, name, cols)
+    else:
+        evolve(spark, name, cols)
+    if layout is not None:
+        apply_layout(spark, name, layout)
+
+
+def apply_layout(spark: Any, name: str, layout: TableLayout) -> list[str]:
+    """Bring an existing target to ``layout``: partition evolution, write order, then properties (the write order
+    statement sets ``write.distribution-mode``, so a configured one is set after it). Issues only what differs; returns
+    the statements run (none when the layout is in place)."""
+    rows = [(r[0] or "", r[1] or "") for r in spark.sql(f"DESCRIBE TABLE {name}").collect()]
+    drop, add = partition_changes(partitioning_of(rows), layout.partition_by)
+    stmts = [f"ALTER TABLE {name} DROP PARTITION FIELD {d}" for d in drop]  # drop first: days → hours conflicts
+    stmts += [f"ALTER TABLE {name} ADD PARTITION FIELD {t.sql()}" for t in add]
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
+    if sort_order_text(layout.sort_by) != props.get("sort-order", ""):
+        stmts.append(f"ALTER TABLE {name} WRITE ORDERED BY {', '.join(s.sql() for s in layout.sort_by)}"
+                     if layout.sort_by else f"ALTER TABLE {name} WRITE UNORDERED")
+        props.pop("write.distribution-mode", None)  # the statement above sets it
+    changed = property_changes(props, layout.table_properties())
+    if changed:
+        pairs = ", ".join(f"{lit(k)}={lit(v)}" for k, v in changed.items())
+        stmts.append(f"ALTER TABLE {name} SET TBLPROPERTIES ({pairs})")
+    for stmt in stmts:
+        spark.sql(stmt)
+    return stmts
 
 
 def ensure_tombstones(spark: Any, name: str, key_cols: Sequence[Column], ordering: Sequence[str]) -> None:
