@@ -9,13 +9,15 @@ Pure (standard library only), so the session factory, the Airflow side, the Dock
 * ``iceberg-spark-runtime`` always (the Iceberg catalog, SQL extensions, MERGE).
 * ``iceberg-aws-bundle`` for S3 (``S3FileIO``: ``s3://`` / ``s3a://`` warehouses, also needed by maintenance's
   orphan-file removal there) and for the Glue catalog. The bundled offline jar has no AWS SDK.
-* the PostgreSQL JDBC driver for a ``jdbc`` catalog whose ``uri`` is ``jdbc:postgresql:…``.
+* the PostgreSQL JDBC driver for a ``jdbc`` catalog whose ``uri`` is ``jdbc:postgresql:…``. Locally the driver is a
+  file: ``CDC_POSTGRES_JDBC_JAR``, else Debian's ``/usr/share/java/postgresql.jar`` (``libpostgresql-jdbc-java``).
 
 Which jars a session gets (``jar_conf``): the user's ``spark.jars`` / ``spark.jars.packages`` always win; otherwise
-``CDC_JARS`` decides: ``bundled`` (the Iceberg runtime jar from the ``snowpark-connect-deps-iceberg`` wheel, offline),
-``packages`` (``spark.jars.packages`` = the coordinates below, resolved by Spark from Maven or your
-``spark.jars.ivySettings`` mirror) or ``auto`` (default): ``packages`` when the master is not local or the pipeline
-needs more than the runtime jar, else ``bundled``. Under ``spark-submit`` the JVM has started before the job runs, so
+``CDC_JARS`` decides: ``bundled`` (local jar files, offline: the Iceberg runtime jar from the
+``snowpark-connect-deps-iceberg`` wheel and, for a PostgreSQL ``jdbc`` catalog, the driver file above; a needed jar
+without a local file still goes to ``spark.jars.packages``), ``packages`` (``spark.jars.packages`` = the coordinates
+below, resolved by Spark from Maven or your ``spark.jars.ivySettings`` mirror) or ``auto`` (default): ``bundled`` when
+the master is local and every needed jar has a local file, else ``packages``. Under ``spark-submit`` the JVM has started before the job runs, so
 jars must be on the spark-submit command line (``--packages $(python -m cdc.jars --config P.yaml)``).
 """
 
@@ -41,6 +43,8 @@ BUNDLED_JAR_GLOB = f"iceberg-spark-runtime-{SPARK_SCALA}-*.jar"
 JARS_ENV = "CDC_JARS"
 MODES = ("auto", "bundled", "packages")
 USER_KEYS = ("spark.jars", "spark.jars.packages")
+POSTGRESQL_JAR_ENV = "CDC_POSTGRES_JDBC_JAR"
+POSTGRESQL_JAR_DEFAULT = "/usr/share/java/postgresql.jar"  # Debian: libpostgresql-jdbc-java
 
 
 def needed(catalog_type: str, warehouse: str | None, properties: Mapping[str, str]) -> tuple[str, ...]:
@@ -65,29 +69,55 @@ def bundled_jar() -> str | None:
     return found[-1] if found else None
 
 
+def postgresql_jar(env: Mapping[str, str] | None = None) -> str | None:
+    """The local PostgreSQL JDBC driver file (``CDC_POSTGRES_JDBC_JAR``, else Debian's), or None when absent."""
+    path = (os.environ if env is None else env).get(POSTGRESQL_JAR_ENV) or POSTGRESQL_JAR_DEFAULT
+    return path if os.path.isfile(path) else None
+
+
+def local_files(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Coordinate → a jar file on this machine that provides it, for offline local sessions (besides the runtime)."""
+    pg = postgresql_jar(env)
+    return {POSTGRESQL_JDBC: pg} if pg else {}
+
+
 def choose_mode(mode: str, local: bool, coords: Sequence[str], have_bundled: bool) -> str:
-    """``bundled`` or ``packages`` (pure). Raises ValueError for an unknown ``mode``."""
+    """``bundled`` or ``packages`` (pure). ``have_bundled``: every coordinate in ``coords`` has a local file.
+    Raises ValueError for an unknown ``mode``."""
     if mode not in MODES:
         raise ValueError(f"{JARS_ENV}={mode!r}: expected one of {', '.join(MODES)}")
     if mode != "auto":
         return mode
-    return "bundled" if local and tuple(coords) == (ICEBERG_SPARK_RUNTIME,) and have_bundled else "packages"
+    return "bundled" if local and have_bundled else "packages"
 
 
 def jar_conf(user: Mapping[str, str], coords: Sequence[str], local: bool, mode: str = "auto",
-             bundled: str | None = None) -> dict[str, str]:
-    """The Spark jar settings for a session (pure): nothing when the user set their own."""
+             bundled: str | None = None, files: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The Spark jar settings for a session (pure): nothing when the user set their own.
+
+    ``bundled``: the offline Iceberg runtime jar; ``files``: other coordinates' local jar files (``local_files``)."""
     if any(k in user for k in USER_KEYS):
         return {}
-    if choose_mode(mode, local, coords, bundled is not None) == "bundled" and bundled:
-        return {"spark.jars": bundled}
+    have = {**(files or {}), **({ICEBERG_SPARK_RUNTIME: bundled} if bundled else {})}
+    if choose_mode(mode, local, coords, all(c in have for c in coords)) == "bundled":
+        conf = {"spark.jars": ",".join(have[c] for c in coords if c in have)}
+        missing = [c for c in coords if c not in have]
+        if missing:
+            conf["spark.jars.packages"] = ",".join(missing)
+        return {k: v for k, v in conf.items() if v}
     return {"spark.jars.packages": ",".join(coords)}
 
 
 def for_config(cfg: Any) -> tuple[str, ...]:
-    """Coordinates a ``PipelineConfig`` needs."""
+    """Coordinates a ``PipelineConfig`` needs (the catalog's; plus the PostgreSQL driver when a table has a
+    ``bootstrap`` section reading a PostgreSQL source, ``jobs/bootstrap.py``)."""
     c = cfg.catalog
-    return needed(c.type, c.warehouse, c.properties)
+    out = needed(c.type, c.warehouse, c.properties)
+    sources = [getattr(t, "bootstrap", None) for t in getattr(cfg, "tables", ())]
+    if POSTGRESQL_JDBC not in out and any(b is not None and b.jdbc_url.startswith("jdbc:postgresql:")
+                                          for b in sources):
+        out = (*out, POSTGRESQL_JDBC)
+    return out
 
 
 def maven_url(coordinate: str, repository: str = MAVEN_CENTRAL) -> str:

@@ -63,6 +63,8 @@ def catalog_conf(cfg: PipelineConfig) -> dict[str, str]:
         conf[f"{prefix}.type"] = c.type
     if c.warehouse:
         conf[f"{prefix}.warehouse"] = c.warehouse
+    if c.type == "jdbc":  # the schema pyiceberg's SQL catalog creates and reads too (cdc.sql_catalog)
+        conf[f"{prefix}.jdbc.schema-version"] = "V1"
     for k, v in c.properties.items():
         conf[f"{prefix}.{k}"] = v
     return conf
@@ -70,12 +72,13 @@ def catalog_conf(cfg: PipelineConfig) -> dict[str, str]:
 
 def session_conf(cfg: PipelineConfig, master: str | None = None, *, submitted: str | None = None,
                  jar_mode: str = "auto", bundled_jar: str | None = None,
-                 package_dir: str | None = None) -> dict[str, str]:
+                 package_dir: str | None = None, jar_files: Mapping[str, str] | None = None) -> dict[str, str]:
     """Every Spark setting the job needs (pure; the user's ``spark:`` settings win, except ``spark.master``).
 
     ``master``: the job's ``--master``; ``submitted``: the master spark-submit put in the SparkConf (None when not
     under spark-submit); ``package_dir``: the directory ``cdc`` was imported from when it is not in a shipped
-    archive (local Python workers get it on their path)."""
+    archive (local Python workers get it on their path); ``jar_files``: local jar files of other coordinates than
+    the runtime (``cdc.jars.local_files``: the PostgreSQL JDBC driver of a ``jdbc`` catalog)."""
     user = dict(cfg.spark)
     in_effect = effective_master(submitted, master, user.get("spark.master"))
     local = is_local(in_effect)
@@ -92,7 +95,7 @@ def session_conf(cfg: PipelineConfig, master: str | None = None, *, submitted: s
     }
     conf.update(catalog_conf(cfg))
     if submitted is None:  # under spark-submit the JVM (and its classpath) exists already: jars are its business
-        conf.update(jars.jar_conf(user, jars.for_config(cfg), local, jar_mode, bundled_jar))
+        conf.update(jars.jar_conf(user, jars.for_config(cfg), local, jar_mode, bundled_jar, jar_files))
     if local:
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
@@ -138,7 +141,7 @@ def package_dir() -> str | None:
 def build_session(cfg: PipelineConfig, app_name: str = "cdc-ingest", master: str | None = None) -> Any:
     """Create (or reuse) the SparkSession for this pipeline."""
     conf = session_conf(cfg, master, submitted=submitted_master(), jar_mode=os.environ.get(jars.JARS_ENV, "auto"),
-                        bundled_jar=jars.bundled_jar(), package_dir=package_dir())
+                        bundled_jar=jars.bundled_jar(), package_dir=package_dir(), jar_files=jars.local_files())
     for k, v in python_env(conf["spark.master"], sys.executable).items():
         os.environ.setdefault(k, v)
     from pyspark.sql import SparkSession

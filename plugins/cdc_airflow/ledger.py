@@ -26,6 +26,7 @@ from cdc.ledger_model import dead_letters_identifier, ledger_identifier  # noqa:
 Row = dict[str, Any]
 _VERSION = re.compile(r"^v(\d+)\.metadata\.json$")
 _PYICEBERG_TYPES = {"rest": "rest", "nessie": "rest", "hive": "hive", "glue": "glue", "jdbc": "sql"}
+_SQL_CATALOGS: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
 
 
 def _local_path(location: str) -> Path | None:
@@ -67,12 +68,38 @@ def load_table(catalog: "CatalogConfig", identifier: str) -> "Table | None":
     from pyiceberg.catalog import load_catalog
     from pyiceberg.exceptions import NoSuchTableError
 
-    cat = load_catalog(catalog.name, **{"type": _PYICEBERG_TYPES.get(catalog.type, catalog.type),
-                                        "warehouse": catalog.warehouse, **props})
+    props = catalog_properties(catalog)
+    key = (catalog.name, tuple(sorted(props.items())))
+    cat = _SQL_CATALOGS.get(key) if catalog.type == "jdbc" else None
+    if cat is None:
+        cat = load_catalog(catalog.name, **props)
+        if catalog.type == "jdbc":  # one SQLAlchemy engine (connection pool) per database, not one per read
+            _SQL_CATALOGS[key] = cat
     try:
         return cat.load_table(identifier)
     except NoSuchTableError:
         return None
+    except Exception as exc:  # a jdbc catalog whose tables the job has not created yet: no table either
+        if catalog.type == "jdbc" and _missing_catalog_tables(exc):
+            _SQL_CATALOGS.pop(key, None)  # it probed the schema version before the job created the tables
+            return None
+        raise
+
+
+def catalog_properties(catalog: "CatalogConfig") -> dict[str, str]:
+    """pyiceberg ``load_catalog`` properties of a non-hadoop catalog (pure). ``jdbc``: pyiceberg's SQL catalog on
+    the same database as Iceberg's Java ``JdbcCatalog`` (``cdc.sql_catalog``: the SQLAlchemy URL)."""
+    if catalog.type == "jdbc":
+        from cdc.sql_catalog import pyiceberg_properties
+
+        return pyiceberg_properties(catalog)
+    return {"type": _PYICEBERG_TYPES.get(catalog.type, catalog.type), "warehouse": catalog.warehouse,
+            **catalog.properties}
+
+
+def _missing_catalog_tables(exc: BaseException) -> bool:
+    text = str(exc)
+    return "iceberg_tables" in text and ("does not exist" in text or "no such table" in text)
 
 
 def read_rows(catalog: "CatalogConfig", identifier: str, pipeline: str | None = None,

@@ -1,0 +1,182 @@
+"""Iceberg's JdbcCatalog on a real PostgreSQL server: the job writes through it (CLI subprocesses, the PostgreSQL
+JDBC driver from Debian's libpostgresql-jdbc-java), the Airflow side reads the same tables through pyiceberg's SQL
+catalog on the same database, and two runs of one table at once still commit exactly one batch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import unique
+from tests.integration import events
+from tests.integration.cli import INGEST, REPO, cli_env, kill_group, run_cli, summary_of
+from tests.integration.events import pg
+
+pytestmark = pytest.mark.integration
+
+PASSWORD = "Pg-Catal0g-S3cret-4e5f6a"  # trust auth on loopback ignores it; it must still never be printed
+ENV = {"CDC_TEST_PG_PASSWORD": PASSWORD}
+
+
+def jdbc_pipeline(broker: Any, postgres: Any, tmp_path: Path, catalog: str = "lake") -> dict[str, Any]:
+    topic = unique("dbserver1.public.jdbc_")
+    broker.create_topic(topic, partitions=1)
+    database = unique("iceberg_")
+    return {
+        "pipeline": "jdbc", "kafka": {"bootstrap.servers": broker.bootstrap}, "format": "json",
+        "catalog": {"name": catalog, "type": "jdbc", "warehouse": str(tmp_path / "warehouse"),
+                    "uri": postgres.create_database(database),
+                    "properties": {"jdbc.user": "postgres", "jdbc.password": "${CDC_TEST_PG_PASSWORD}"}},
+        "metadata_namespace": unique("jdbcmeta"),
+        "spark": {"spark.sql.shuffle.partitions": "2"},
+        "batch": {"read_timeout_seconds": 15},
+        "tables": [{"topic": topic, "target": f"{unique('jdbc')}.customers"}],
+    }
+
+
+def write(raw: dict[str, Any], tmp_path: Path) -> Path:
+    import yaml
+
+    path = tmp_path / f"{raw['pipeline']}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def config_of(path: Path):
+    from cdc.config import load_config
+
+    return load_config(path, env=ENV)
+
+
+def database_of(raw: dict[str, Any]) -> str:
+    return raw["catalog"]["uri"].rsplit("/", 1)[1]
+
+
+def target_rows(cfg: Any) -> dict[int, tuple[str | None, bool]]:
+    """The target table through pyiceberg's SQL catalog (the Airflow side's reader), with Spark's deletes applied."""
+    from cdc_airflow.ledger import load_table
+
+    table = load_table(cfg.catalog, cfg.tables[0].target)
+    assert table is not None
+    return {r["id"]: r["name"] for r in table.scan(selected_fields=("id", "name")).to_arrow().to_pylist()}
+
+
+def ledger(cfg: Any) -> list[dict[str, Any]]:
+    from cdc_airflow.ledger import ledger_identifier, read_rows
+
+    rows = read_rows(cfg.catalog, ledger_identifier(cfg.metadata_namespace), pipeline=cfg.pipeline)
+    return sorted(rows, key=lambda r: (r["batch_id"], r["partition"]))
+
+
+def test_ingest_through_jdbc_catalog_read_by_the_airflow_side(broker, postgres, tmp_path, monkeypatch):
+    raw = jdbc_pipeline(broker, postgres, tmp_path)
+    topic, target = raw["tables"][0]["topic"], raw["tables"][0]["target"]
+    path = write(raw, tmp_path)
+    cfg = config_of(path)
+
+    from cdc_airflow.ledger import read_rows, ledger_identifier
+
+    assert read_rows(cfg.catalog, ledger_identifier(cfg.metadata_namespace)) == []  # before the job: no table yet
+    assert postgres.execute("SELECT to_regclass('iceberg_tables')", database=database_of(raw)) == [(None,)], \
+        "the reader must not create the catalog's tables"
+
+    events.produce(broker.bootstrap, topic, [pg("c", i, {"id": i, "name": f"n{i}", "bio": None}, 10 + i)
+                                             for i in range(6)])
+    first = run_cli(path, env=ENV)
+    assert first.returncode == 0, first.stderr[-3000:]
+    s1 = summary_of(first)["tables"][0]
+    assert (s1["status"], s1["inserted"], s1["ranges"]) == ("committed", 6, [{"partition": 0,
+                                                                                "start": 0, "end": 6}]), s1
+
+    events.produce(broker.bootstrap, topic, [pg("u", 1, {"id": 1, "name": "one", "bio": None}, 100),
+                                             pg("d", 2, {"id": 2, "name": "n2", "bio": None}, 101),
+                                             pg("c", 7, {"id": 7, "name": "n7", "bio": None}, 102)])
+    second = run_cli(path, env=ENV)
+    assert second.returncode == 0, second.stderr[-3000:]
+    s2 = summary_of(second)["tables"][0]
+    assert (s2["status"], s2["inserted"], s2["updated"], s2["deleted"]) == ("committed", 1, 1, 1), s2
+
+    # the tables live in PostgreSQL (JdbcCatalog V1 schema: iceberg_type), metadata files in the warehouse
+    db = database_of(raw)
+    listed = postgres.execute("SELECT catalog_name, table_namespace, table_name, iceberg_type, metadata_location "
+                              "FROM iceberg_tables ORDER BY table_namespace, table_name", database=db)
+    names = {(c, ns, t) for c, ns, t, _, _ in listed}
+    assert ("lake", target.split(".")[0], "customers") in names
+    assert ("lake", raw["metadata_namespace"], "ledger") in names
+    assert {kind for *_, kind, _ in listed} == {"TABLE"}
+    assert all(loc.startswith(("file:" + raw["catalog"]["warehouse"], raw["catalog"]["warehouse"]))
+               for *_, loc in listed), listed
+    namespaces = {r[0] for r in postgres.execute("SELECT namespace FROM iceberg_namespace_properties",
+                                                 database=db)}
+    assert {target.split(".")[0], raw["metadata_namespace"]} <= namespaces
+
+    # the Airflow side: pyiceberg's SqlCatalog on the same database sees both committed batches
+    assert target_rows(cfg) == {0: "n0", 1: "one", 3: "n3", 4: "n4", 5: "n5", 7: "n7"}
+    rows = ledger(cfg)
+    assert [(r["batch_id"], r["status"], r["start_offset"], r["end_offset"]) for r in rows] == [
+        (1, "committed", 0, 6), (2, "committed", 6, 9)]
+    assert rows[-1]["target_snapshot_id"] == s2["snapshot_id"]
+
+    from cdc_airflow.settings import load_settings
+    from cdc_airflow.status import collect_status
+
+    monkeypatch.setenv("CDC_TEST_PG_PASSWORD", PASSWORD)  # the status view loads pipelines with ${ENV}
+    status = collect_status(load_settings({"CDC_PIPELINES_DIR": str(tmp_path)}),
+                            watermarks=lambda _conf, _topic: {0: 9})
+    [entry] = status
+    assert entry["error"] is None, entry
+    table = entry["tables"][0]
+    assert table["snapshot_id"] == s2["snapshot_id"], table
+    assert [b["batch_id"] for b in table["batches"]][:2] == [2, 1], table["batches"]
+    assert table["lag_total"] == 0 and table["newest_source_ts"] is not None, table
+
+    for res in (first, second):
+        assert PASSWORD not in res.stdout + res.stderr
+
+
+def start(config: Path) -> subprocess.Popen:
+    cmd = [sys.executable, str(INGEST), "--config", str(config), "--master", "local[2]"]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(ENV),
+                            cwd=str(REPO), start_new_session=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 400) -> subprocess.CompletedProcess:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        kill_group(proc)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_two_runs_of_one_table_on_the_jdbc_catalog(broker, postgres, tmp_path):
+    """test_concurrency_security's scenario on the multi-writer catalog, from an empty catalog database (both runs
+    also race to create the catalog's own tables): one run commits, the other refuses (75) or finds nothing; the
+    table equals the source and the ledger holds the one batch."""
+    raw = jdbc_pipeline(broker, postgres, tmp_path)
+    events.produce(broker.bootstrap, raw["tables"][0]["topic"],
+                   [pg("c", i, {"id": i, "name": f"n{i}", "bio": None}, 10 + i) for i in range(40)])
+    path = write(raw, tmp_path)
+    a, b = start(path), start(path)
+    ra, rb = finish(a), finish(b)
+    codes = sorted((ra.returncode, rb.returncode))
+    assert all(c in (0, 75) for c in codes), (ra.stderr[-3000:], rb.stderr[-3000:])
+    summaries = [summary_of(r) for r in (ra, rb) if r.returncode == 0]
+    committed = [s["tables"][0] for s in summaries if s["tables"][0]["status"] == "committed"]
+    assert len(committed) == 1, (codes, summaries, ra.stderr[-1500:], rb.stderr[-1500:])
+    for r in (ra, rb):
+        if r.returncode == 75:
+            lines = [ln for ln in r.stderr.splitlines() if ln.startswith("ERROR")]
+            assert len(lines) == 1 and "[ConcurrentRunError]" in lines[0], r.stderr[-2000:]
+        assert PASSWORD not in r.stdout + r.stderr
+    cfg = config_of(path)
+    assert sorted(target_rows(cfg)) == list(range(40))
+    assert [(r["status"], r["start_offset"], r["end_offset"]) for r in ledger(cfg)] == [("committed", 0, 40)]
+
+    again = run_cli(path, env=ENV)  # the loser's retry: nothing left, nothing lost
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert summary_of(again)["tables"][0]["status"] == "empty"
+    assert [r["status"] for r in ledger(cfg)] == ["committed"]
