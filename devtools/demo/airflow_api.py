@@ -212,21 +212,26 @@ def downstream_runs(api: Api) -> list[dict[str, Any]]:
     return body.get("dag_runs", []) if status == 200 and isinstance(body, dict) else []
 
 
-def wait_downstream(api: Api, known: set[str], timeout: float = 180) -> tuple[dict[str, Any] | None, Any]:
-    """The first finished run of the downstream DAG not in ``known`` (asset-triggered by the wave's batches) and
-    its ``changed_rows`` result; (None, None) when none finished in time (the wave changed nothing, or slow)."""
+def wait_downstream(api: Api, known: set[str], timeout: float = 180) -> list[tuple[dict[str, Any], Any]]:
+    """Every finished run of the downstream DAG not in ``known`` (asset-triggered by the wave's batches), oldest
+    first, each with its ``changed_rows`` result. The DAG runs on *any* table's asset (AssetAny), so one wave may
+    trigger one run per table when their events arrive apart: wait until none is queued or running any more.
+    Empty when none finished in time (the wave changed nothing, or slow)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         new = [r for r in downstream_runs(api) if r["dag_run_id"] not in known]
         done = [r for r in new if r["state"] in ("success", "failed")]
-        if done:
-            run = done[0]
-            status, body = api.request("GET", f"/api/v2/dags/{DOWNSTREAM_ID}/dagRuns/{run['dag_run_id']}/"
-                                              "taskInstances/changed_rows/xcomEntries/return_value?deserialize=true")
-            value = body.get("value") if status == 200 and isinstance(body, dict) else None
-            if isinstance(value, str):
-                with contextlib.suppress(ValueError):
-                    value = json.loads(value)
-            return run, value
+        if done and len(done) == len(new):
+            return [(run, _changed_rows(api, run)) for run in reversed(done)]
         time.sleep(3)
-    return None, None
+    return []
+
+
+def _changed_rows(api: Api, run: dict[str, Any]) -> Any:
+    status, body = api.request("GET", f"/api/v2/dags/{DOWNSTREAM_ID}/dagRuns/{run['dag_run_id']}/"
+                                      "taskInstances/changed_rows/xcomEntries/return_value?deserialize=true")
+    value = body.get("value") if status == 200 and isinstance(body, dict) else None
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = json.loads(value)
+    return value

@@ -110,17 +110,17 @@ def main_demo(args: argparse.Namespace) -> int:
 
 
 def show_downstream(api: Api, seen: set[str], stamp: Callable[[], str]) -> None:
-    """The asset-triggered run of cdc_demo_downstream that the wave's committed batches caused."""
+    """The asset-triggered runs of cdc_demo_downstream that the wave's committed batches caused."""
     from devtools.demo.airflow_api import DOWNSTREAM_ID, wait_downstream
 
-    run, value = wait_downstream(api, seen)
-    if run is None:
+    runs = wait_downstream(api, seen)
+    if not runs:
         say(f"{stamp()} {DOWNSTREAM_ID}: no asset-triggered run finished (yet)")
-        return
-    seen.add(run["dag_run_id"])
-    tables = "; ".join(f"{t}: {v.get('changed_rows')} changed row(s) in batch(es) {v.get('batches')}"
-                       for t, v in (value or {}).items())
-    say(f"{stamp()} {DOWNSTREAM_ID} (asset-triggered) {run['state']}: {tables or 'no result'}")
+    for run, value in runs:
+        seen.add(run["dag_run_id"])
+        tables = "; ".join(f"{t}: {v.get('changed_rows')} changed row(s) in batch(es) {v.get('batches')}"
+                           for t, v in (value or {}).items())
+        say(f"{stamp()} {DOWNSTREAM_ID} (asset-triggered) {run['state']}: {tables or 'no result'}")
 
 
 def setup_airflow(env: dict[str, str], args: argparse.Namespace, stamp: Callable[[], str]) -> Api:
