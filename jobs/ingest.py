@@ -4,8 +4,11 @@
     spark-submit --py-files build/cdc_iceberg-<version>-py3-none-any.whl jobs/ingest.py --config ...
     cdc-ingest --config ...       # the installed package's entry point (pip install .)
 
-The last line of stdout is a JSON summary. Exit codes (``cdc.cli_contract.ExitCode``): 0 ok, 2 a person must act
-(config, schema, bad data), 75 transient (broker/registry down, concurrent run: retry later), 1 anything else.
+The last line of stdout is a JSON summary. With several tables a failing table does not stop the others: it is
+listed with ``status: failed`` and its error (also one ``ERROR`` line on stderr) and the exit code is the worst of
+the tables' (``cdc.group``); ``batch.table_concurrency`` tables run at once. Exit codes
+(``cdc.cli_contract.ExitCode``): 0 ok, 2 a person must act (config, schema, bad data), 75 transient (broker/registry
+down, concurrent run: retry later), 1 anything else.
 Errors are one line on stderr. Timestamps are ISO-8601 or epoch milliseconds (see ``cdc.cli_contract``).
 """
 
@@ -85,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         from cdc.session import build_session
 
         spark = build_session(cfg, f"cdc-ingest-{cfg.pipeline}", args.master)
-        summary = run_batch(spark, cfg, tables, mode, args.dry_run, bounds)
+        summary = run_batch(spark, cfg, tables, mode, args.dry_run, bounds, isolate=True)
     except CdcError as exc:
         return fail(f"ERROR [{type(exc).__name__}] {exc}", exc.exit_code)
     except KeyboardInterrupt:
@@ -100,8 +103,13 @@ def main(argv: list[str] | None = None) -> int:
         err = unwrap_task_error(exc, "ingest")
         return fail(f"ERROR [{type(err).__name__}] {err}", err.exit_code)
     line = json.dumps(summary, default=str)
+    from cdc.group import error_lines, exit_code_of
+
+    errors = error_lines(summary)  # several tables: each failed one is in the summary, the exit code is the worst
+    for err in errors:
+        print(err, file=sys.stderr, flush=True)
     print(line, flush=True)
-    return cli.finish(ExitCode.OK, json.loads(line))
+    return cli.finish(exit_code_of(summary), json.loads(line), "; ".join(errors) or None)
 
 
 def fail(line: str, code: int) -> int:

@@ -35,8 +35,12 @@ from cdc.snapshot_summary import batch_summary, commit_properties
 from cdc.table_layout import check_columns
 
 def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: str = "incremental",
-              dry_run: bool = False, bounds: BackfillBounds | None = None) -> dict[str, Any]:
-    """Run one batch for each table (backfill: batches until the requested range is done); return the summary."""
+              dry_run: bool = False, bounds: BackfillBounds | None = None, isolate: bool = False) -> dict[str, Any]:
+    """Run one batch for each table (backfill: batches until the requested range is done); return the summary.
+
+    ``isolate`` (the CLI): with several tables, a table that fails is reported in the summary (``status: failed``,
+    its error and exit code) and the others still run, ``batch.table_concurrency`` at a time (``cdc.group``);
+    otherwise the first error is raised."""
     progress.start_run(cfg)
     try:
         ensure_meta_tables(spark, cfg)
@@ -46,20 +50,25 @@ def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: 
         raise unwrap_task_error(exc, f"catalog {cfg.catalog.name}: cannot create the metadata tables in namespace "
                                      f"{cfg.metadata_namespace}") from exc
     ledger = Ledger(spark, f"{cfg.catalog.name}.{cfg.metadata_namespace}.ledger", cfg.pipeline)
-    out = []
-    for t in tables:
-        runner = TableRun(spark, cfg, t, ledger)
-        if mode == "reset":
-            from cdc.reset import reset_cursor
+    if isolate and len(tables) > 1:  # one table's failure does not stop the others (cdc.group)
+        from cdc.group import run_isolated
 
-            out.append(reset_cursor(runner, (bounds.for_topic(t.topic) if bounds else Bounds()).start_offsets))
-            continue
-        if mode == "backfill":
-            result = runner.backfill(bounds.for_topic(t.topic) if bounds is not None else Bounds(), dry_run)
-        else:
-            result = runner.incremental(dry_run)
-        out.append(result.__dict__)
+        return run_isolated(cfg, tables, mode, lambda t: run_table(spark, cfg, t, ledger, mode, dry_run, bounds))
+    out = [run_table(spark, cfg, t, ledger, mode, dry_run, bounds) for t in tables]
     return {"pipeline": cfg.pipeline, "mode": mode, "tables": out}
+
+
+def run_table(spark: Any, cfg: PipelineConfig, t: TableConfig, ledger: Ledger, mode: str, dry_run: bool,
+              bounds: BackfillBounds | None) -> dict[str, Any]:
+    """One table's batch (backfill: batches) in ``mode``; its summary entry."""
+    runner = TableRun(spark, cfg, t, ledger)
+    if mode == "reset":
+        from cdc.reset import reset_cursor
+
+        return reset_cursor(runner, (bounds.for_topic(t.topic) if bounds else Bounds()).start_offsets)
+    if mode == "backfill":
+        return runner.backfill(bounds.for_topic(t.topic) if bounds is not None else Bounds(), dry_run).__dict__
+    return runner.incremental(dry_run).__dict__
 
 
 class TableRun:

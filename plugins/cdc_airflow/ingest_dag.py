@@ -1,5 +1,6 @@
 """The ingestion DAG of one pipeline: plan (which tables have new data) → ingest (one mapped spark-submit per
-table) → publish (batch summaries to XCom and the log). Wiring only; logic is in commands/params/lag."""
+table, or per group of ``airflow.tables_per_task`` tables: ``cdc_airflow.grouping``) → publish (batch summaries to
+XCom and the log). Wiring only; logic is in commands/params/lag."""
 
 from __future__ import annotations
 
@@ -79,7 +80,9 @@ def plan_run(settings: CdcSettings, config_path: str, params: dict[str, Any]) ->
         raise AirflowSkipException("no table has new data")
     for p in plans:
         log.info("will ingest %s (%s): %s", p.table, p.reason, " ".join(p.application_args))
-    return [p.as_kwargs() for p in plans]
+    from cdc_airflow.grouping import group_plans
+
+    return group_plans(plans, req, config_path, airflow_options(cfg).tables_per_task)
 
 
 def publish_run(planned: list[dict[str, Any]] | None, summaries: list[Any],
@@ -89,7 +92,8 @@ def publish_run(planned: list[dict[str, Any]] | None, summaries: list[Any],
     the tables found stale (logged as warnings, reported under ``stale``)."""
     if not planned:
         raise AirflowFailException("planning failed: no tables to report on")
-    report = summarize([s for s in summaries if isinstance(s, dict)], [p["table"] for p in planned])
+    report = summarize([s for s in summaries if isinstance(s, dict)],
+                       [t for p in planned for t in str(p["table"]).split(", ")])  # a group: "a.x, b.y"
     for row in report["tables"]:
         log.info("batch %s", json.dumps(row, sort_keys=True, default=str))
     log.info("totals %s", json.dumps(report["totals"], sort_keys=True))
@@ -110,6 +114,12 @@ def build_ingest_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
     config_path = str(cfg.source_path)
     options = airflow_options(cfg)
     timeout = timedelta(minutes=options.ingest_timeout_minutes(cfg.batch.max_records_per_partition))
+    if options.tables_per_task > 1 and options.task_timeout_minutes is None:  # a group: one start-up, n tables
+        from cdc_airflow.grouping import group_timeout_minutes
+        from cdc_airflow.options import STARTUP_MINUTES
+
+        timeout = timedelta(minutes=group_timeout_minutes(timeout.total_seconds() / 60, STARTUP_MINUTES,
+                                                          options.tables_per_task, cfg.batch.table_concurrency))
     dag = DAG(
         dag_id=f"cdc_{cfg.pipeline}",
         description=f"CDC {cfg.pipeline}: {len(names)} table(s) from Kafka into Iceberg",

@@ -8,6 +8,7 @@
       # on_failure: {notifier: airflow.providers.smtp.notifications.smtp.SmtpNotifier,
       #              kwargs: {to: oncall@example.com, subject: "CDC {{ cdc_alert.pipeline }} {{ cdc_alert.kind }}"}}
       freshness_minutes: 60             # every table; or per table: {inventory.orders: 30, inventory.customers: 240}
+      tables_per_task: 10               # tables per ingest task (one spark-submit each; cdc_airflow.grouping)
 
 ``cdc.config`` lets the ``airflow`` key through; this module validates it (unknown keys, types) when the DAG files
 load the pipeline, so a typo turns the pipeline's DAG into the "broken config" DAG naming the file and the key.
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 if TYPE_CHECKING:
     from cdc.config import PipelineConfig
 
-KEYS = ("task_timeout_minutes", "maintenance_timeout_minutes", "on_failure", "freshness_minutes")
+KEYS = ("task_timeout_minutes", "maintenance_timeout_minutes", "on_failure", "freshness_minutes", "tables_per_task")
 _PATH = re.compile(r"^[A-Za-z_][\w.]*([.:][A-Za-z_]\w*)$")
 # Default ingest timeout: start-up/queueing allowance plus the largest batch read at a pessimistic rate.
 STARTUP_MINUTES = 20
@@ -43,6 +44,7 @@ class AirflowConfig:
     maintenance_timeout_minutes: float = DEFAULT_MAINTENANCE_MINUTES
     on_failure: str | Notifier | None = None
     freshness_minutes: Mapping[str, float] = field(default_factory=dict)  # target table → minutes
+    tables_per_task: int = 1  # planned tables per mapped ingest task (one Spark application per group)
 
     def ingest_timeout_minutes(self, max_records_per_partition: int) -> float:
         return self.task_timeout_minutes or default_timeout_minutes(max_records_per_partition)
@@ -88,7 +90,14 @@ def parse_airflow(raw: Any, src: str, tables: list[str]) -> AirflowConfig:
     return AirflowConfig(
         task_timeout_minutes=None if timeout is None else minutes("task_timeout_minutes", timeout),
         maintenance_timeout_minutes=minutes("maintenance_timeout_minutes", maint),
-        on_failure=_on_failure(raw.get("on_failure"), fail), freshness_minutes=fresh)
+        on_failure=_on_failure(raw.get("on_failure"), fail), freshness_minutes=fresh,
+        tables_per_task=_count(raw.get("tables_per_task", 1), fail))
+
+
+def _count(value: Any, fail: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise fail("tables_per_task", f"must be an integer >= 1, got {value!r}")
+    return value
 
 
 def _on_failure(value: Any, fail: Any) -> str | Notifier | None:

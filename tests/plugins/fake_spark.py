@@ -22,22 +22,34 @@ if log:
     with open(log, "a") as f:
         f.write(json.dumps({{"argv": argv, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON"),
                             "RESULT_FILE": os.environ.get("{result_env}")}}) + "\n")
-table = argv[argv.index("--table") + 1] if "--table" in argv else None
-code = json.loads(os.environ.get("FAKE_SPARK_EXITS") or "{{}}").get(table or "*", 0)
+tables = [argv[i + 1] for i, a in enumerate(argv) if a == "--table"] or [None]
+table = tables[0]
+exits = json.loads(os.environ.get("FAKE_SPARK_EXITS") or "{{}}")
+codes = {{t: exits.get(t or "*", 0) for t in tables}}
 print("24/01/01 10:00:00 INFO SparkContext: Running Spark version 3.5.8", flush=True)
 summary = error = None
-n = 0 if table in json.loads(os.environ.get("FAKE_SPARK_EMPTY") or "[]") else 3  # committed, nothing changed
-if code:
-    cls = "ConfigError" if code == 2 else "KafkaUnavailable"
-    error = f"ERROR [{{cls}}] {{table}}: simulated failure with exit {{code}}"
-    print(error, file=sys.stderr, flush=True)
-else:
-    mode = argv[argv.index("--mode") + 1] if "--mode" in argv else "incremental"
-    summary = {{"pipeline": "fake", "mode": mode, "tables": [{{"table": table, "topic": "t", "mode": mode,
+mode = argv[argv.index("--mode") + 1] if "--mode" in argv else "incremental"
+rows, errors = [], []
+for t in tables:  # several tables (a group): failures isolated per table, the exit code is the worst
+    n = 0 if t in json.loads(os.environ.get("FAKE_SPARK_EMPTY") or "[]") else 3  # committed, nothing changed
+    if codes[t]:
+        cls = "ConfigError" if codes[t] == 2 else "KafkaUnavailable"
+        errors.append(f"ERROR [{{cls}}] {{t}}: simulated failure with exit {{codes[t]}}")
+        rows.append({{"table": t, "topic": "t", "mode": mode, "status": "failed", "error_class": cls,
+                      "error": errors[-1], "exit_code": codes[t], "seconds": {{"total": 0.1}}}})
+        continue
+    rows.append({{"table": t, "topic": "t", "mode": mode,
         "status": "committed", "batch_id": 1, "ranges": [{{"partition": 0, "start": 0, "end": 5}}], "events_read": 5,
         "events_skipped": 0, "dead_letters": 0, "inserted": n, "updated": min(n, 1), "deleted": min(n, 1),
         "snapshot_id": 42,
-        "seconds": {{"plan": 0.1, "merge": 0.2}}}}]}}
+        "seconds": {{"plan": 0.1, "merge": 0.2}}}})
+failed = {{c for c in codes.values() if c}}
+code = next((c for c in (2, 1, 75) if c in failed), min(failed) if failed else 0)
+for line in errors:
+    print(line, file=sys.stderr, flush=True)
+error = "; ".join(errors) or None
+if not code or len(tables) > 1:
+    summary = {{"pipeline": "fake", "mode": mode, "tables": rows}}
     print(json.dumps(summary), flush=True)
 print("24/01/01 10:00:01 INFO ShutdownHookManager: Shutdown hook called", file=sys.stderr, flush=True)
 if os.environ.get("{result_env}") and not os.environ.get("FAKE_SPARK_NO_RESULT"):
