@@ -41,7 +41,9 @@ def check_freshness(settings: Any, config_path: str, context: Mapping[str, Any],
     from cdc_airflow.pipelines import load_pipeline
 
     try:
-        cfg = load_pipeline(settings, config_path)
+        from cdc.routing import resolve_pipeline
+
+        cfg = resolve_pipeline(load_pipeline(settings, config_path))  # topic_pattern tables of this run too
         options, metrics = airflow_options(cfg), load_metrics_config(config_path)
         tables = [t for t in cfg.tables if metrics.enabled or t.target in options.freshness_minutes]
         if not tables:

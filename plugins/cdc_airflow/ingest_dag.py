@@ -58,9 +58,9 @@ def default_args(settings: CdcSettings, pipeline: str | None = None,
 def plan_run(settings: CdcSettings, config_path: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Validate the run's params and pick the tables to ingest; skip the run when none has new data."""
     from cdc_airflow.lag import table_lags
-    from cdc_airflow.pipelines import load_pipeline
+    from cdc_airflow.pipelines import load_pipeline, resolve_routes
 
-    cfg = load_pipeline(settings, config_path)
+    cfg = resolve_routes(load_pipeline(settings, config_path))  # topic_pattern: the topics of this run
     try:
         req = to_request(params, {t.target: t.topic for t in cfg.tables})
     except ValueError as exc:
@@ -110,7 +110,8 @@ def build_ingest_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
     from cdc_airflow.assets import outlet_aliases
     from cdc_airflow.freshness import check_freshness
 
-    names, topics = [t.target for t in cfg.tables], [t.topic for t in cfg.tables]
+    # topic_pattern entries resolve in the plan task at run time: the params then take any table name
+    names, topics = [t.target for t in cfg.tables if t.topic], [t.topic for t in cfg.tables if t.topic]
     config_path = str(cfg.source_path)
     options = airflow_options(cfg)
     timeout = timedelta(minutes=options.ingest_timeout_minutes(cfg.batch.max_records_per_partition))
@@ -128,7 +129,8 @@ def build_ingest_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
         catchup=False,
         max_active_runs=1,
         default_args=default_args(settings, cfg.pipeline, options),
-        params={k: Param(spec.pop("default"), **spec) for k, spec in param_specs(names, topics).items()},
+        params={k: Param(spec.pop("default"), **spec)
+                for k, spec in param_specs(names, topics, cfg.has_patterns).items()},
         tags=["cdc", f"pipeline:{cfg.pipeline}"],
         doc_md=f"Ingests Debezium topics of pipeline `{cfg.pipeline}` (config `{config_path}`) into Iceberg.\n\n"
                f"Tables: {', '.join(names)}. Spark jobs run in pool `{settings.pool}`.",

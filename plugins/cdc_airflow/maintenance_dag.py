@@ -27,12 +27,13 @@ RETENTION_PARAMS: dict[str, tuple[float, str]] = {
 }
 
 
-def maintenance_params(names: list[str]) -> dict[str, Param]:
+def maintenance_params(names: list[str], open_names: bool = False) -> dict[str, Param]:
     params = {k: Param(default, type="number", minimum=1, description=desc, title=k.replace("_", " ").capitalize())
               for k, (default, desc) in RETENTION_PARAMS.items()}
     params["retain_last"] = Param(5, type="integer", minimum=1, title="Retain last",
                                   description="Always keep at least this many snapshots per table.")
-    params["tables"] = Param([], type=["array", "null"], items={"type": "string", "enum": names}, examples=names,
+    items = {"type": "string"} if open_names else {"type": "string", "enum": names}  # open: topic_pattern tables
+    params["tables"] = Param([], type=["array", "null"], items=items, examples=names,
                              uniqueItems=True, title="Tables", description="Subset of targets (empty: all).")
     return params
 
@@ -52,7 +53,7 @@ def build_maintenance_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
     from cdc_airflow.spark import CdcSparkSubmitOperator, submit_kwargs
 
     config_path = str(cfg.source_path)
-    names = [t.target for t in cfg.tables]
+    names = [t.target for t in cfg.tables if t.topic]  # topic_pattern tables resolve when the job runs
     options = airflow_options(cfg)
     with DAG(
         dag_id=f"cdc_{cfg.pipeline}_maintenance",
@@ -62,7 +63,7 @@ def build_maintenance_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
         catchup=False,
         max_active_runs=1,
         default_args=default_args(settings, cfg.pipeline, options),
-        params=maintenance_params(names),
+        params=maintenance_params(names, cfg.has_patterns),
         tags=["cdc", "maintenance", f"pipeline:{cfg.pipeline}"],
     ) as dag:
         @task(task_id="arguments")

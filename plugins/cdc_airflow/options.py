@@ -55,7 +55,7 @@ def default_timeout_minutes(max_records_per_partition: int) -> float:
     return float(STARTUP_MINUTES + math.ceil(2 * max_records_per_partition / PESSIMISTIC_EVENTS_PER_SECOND / 60))
 
 
-def parse_airflow(raw: Any, src: str, tables: list[str]) -> AirflowConfig:
+def parse_airflow(raw: Any, src: str, tables: list[str], routed: bool = False) -> AirflowConfig:
     """The ``airflow:`` mapping (``${ENV}`` already substituted) → ``AirflowConfig``; errors name file and key."""
     from cdc.errors import ConfigError
 
@@ -82,7 +82,7 @@ def parse_airflow(raw: Any, src: str, tables: list[str]) -> AirflowConfig:
         fresh: dict[str, float] = {}
     elif isinstance(fresh_raw, Mapping):
         unknown = sorted(set(fresh_raw) - set(tables))
-        if unknown:
+        if unknown and not routed:  # routed: topic_pattern tables appear with their topics (cdc.routing)
             raise fail(f"freshness_minutes.{unknown[0]}", f"no such table (tables: {', '.join(tables)})")
         fresh = {str(t): minutes(f"freshness_minutes.{t}", v) for t, v in fresh_raw.items()}
     else:
@@ -124,7 +124,8 @@ def airflow_options(cfg: "PipelineConfig") -> AirflowConfig:
     """The pipeline's ``airflow:`` section, read from its YAML file (defaults for configs built in memory)."""
     from cdc.metrics import yaml_section
 
-    return parse_airflow(yaml_section(cfg.source_path, "airflow"), cfg.source_path, [t.target for t in cfg.tables])
+    return parse_airflow(yaml_section(cfg.source_path, "airflow"), cfg.source_path, [t.target for t in cfg.tables],
+                         any(t.topic_pattern for t in cfg.tables))
 
 
 def validate(cfg: "PipelineConfig") -> None:

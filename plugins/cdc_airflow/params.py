@@ -12,10 +12,10 @@ from cdc_airflow.contract import cli
 TIMESTAMP_HELP = "ISO-8601 (no zone: UTC) or epoch milliseconds, e.g. 2024-05-01T08:00:00Z or 1714550400000"
 
 
-def offsets_schema(topics: Sequence[str]) -> dict[str, Any]:
+def offsets_schema(topics: Sequence[str], open_names: bool = False) -> dict[str, Any]:
     return {
         "type": ["object", "null"],
-        "propertyNames": {"enum": list(topics)},
+        "propertyNames": {"type": "string"} if open_names else {"enum": list(topics)},
         "additionalProperties": {
             "type": "object",
             "minProperties": 1,
@@ -25,8 +25,11 @@ def offsets_schema(topics: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def param_specs(tables: Sequence[str], topics: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Keyword arguments of one ``airflow.sdk.Param`` per run parameter (``default`` is the first argument)."""
+def param_specs(tables: Sequence[str], topics: Sequence[str], open_names: bool = False) -> dict[str, dict[str, Any]]:
+    """Keyword arguments of one ``airflow.sdk.Param`` per run parameter (``default`` is the first argument).
+    ``open_names``: the pipeline has ``topic_pattern`` entries, so table and topic names are not known at parse time
+    (any name; the plan task checks them against the resolved tables)."""
+    names = {"type": "string"} if open_names else {"type": "string", "enum": list(tables)}
     return {
         "mode": {
             "default": "incremental", "type": "string", "enum": list(MODES), "title": "Mode",
@@ -36,7 +39,7 @@ def param_specs(tables: Sequence[str], topics: Sequence[str]) -> dict[str, dict[
         },
         "tables": {
             "default": [], "type": ["array", "null"], "title": "Tables",
-            "items": {"type": "string", "enum": list(tables)}, "uniqueItems": True, "examples": list(tables),
+            "items": names, "uniqueItems": True, "examples": list(tables),
             "description": "Subset of target tables (namespace.table). Empty: all tables of the pipeline.",
         },
         "max_records_per_partition": {
@@ -44,11 +47,11 @@ def param_specs(tables: Sequence[str], topics: Sequence[str]) -> dict[str, dict[
             "description": "Upper bound of offsets read per partition in this run (empty: the YAML's batch setting).",
         },
         "start_offsets": {
-            "default": None, **offsets_schema(topics), "title": "Start offsets",
+            "default": None, **offsets_schema(topics, open_names), "title": "Start offsets",
             "description": 'Inclusive start offset per topic and partition, e.g. {"dbserver1.public.orders": {"0": 100}}.',
         },
         "end_offsets": {
-            "default": None, **offsets_schema(topics), "title": "End offsets",
+            "default": None, **offsets_schema(topics, open_names), "title": "End offsets",
             "description": 'Exclusive end offset per topic and partition, e.g. {"dbserver1.public.orders": {"0": 200}}.',
         },
         "start_timestamp": {

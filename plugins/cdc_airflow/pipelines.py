@@ -49,3 +49,20 @@ def load_pipeline(settings: CdcSettings, config_path: str) -> "PipelineConfig":
     from cdc.config import load_config
 
     return load_config(config_path)
+
+
+def resolve_routes(cfg: "PipelineConfig") -> "PipelineConfig":
+    """``cfg`` with its ``topic_pattern`` entries resolved against the broker's topics now (``cdc.routing``), for
+    tasks at run time (never at DAG parse time). A config error (conflicting patterns) fails the task without
+    retries; an unreachable broker is retried."""
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+    from cdc.errors import CdcError
+    from cdc.routing import resolve_pipeline
+
+    try:
+        return resolve_pipeline(cfg)
+    except CdcError as exc:
+        if exc.retryable:
+            raise AirflowException(str(exc)) from exc
+        raise AirflowFailException(str(exc)) from None

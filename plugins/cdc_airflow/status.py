@@ -37,6 +37,19 @@ def _newest_ts(cfg: Any, target: str) -> int | None:
         return None
 
 
+def _resolved(cfg: Any) -> tuple[Any, str | None]:
+    """The pipeline with its ``topic_pattern`` tables (cdc.routing), or its explicit tables and the reason."""
+    from dataclasses import replace
+
+    from cdc.routing import resolve_pipeline
+
+    try:
+        return resolve_pipeline(cfg, timeout=3), None
+    except Exception as exc:  # noqa: BLE001 - shown on the page
+        return replace(cfg, tables=tuple(t for t in cfg.tables if t.topic)), \
+            f"cannot resolve topic_pattern tables: {_error(exc)}"
+
+
 def collect_status(settings: CdcSettings, watermarks: WatermarksFn | None = None,
                    batch_limit: int = 10, now_ms: int | None = None) -> list[dict[str, Any]]:
     """One dict per pipeline file; errors (bad YAML, unreachable broker or catalog) are kept as strings.
@@ -51,6 +64,7 @@ def collect_status(settings: CdcSettings, watermarks: WatermarksFn | None = None
             continue
         cfg = pf.config
         entry: dict[str, Any] = {"pipeline": cfg.pipeline, "file": str(pf.path), "error": None, "tables": []}
+        cfg, entry["error"] = _resolved(cfg)
         try:
             rows = read_rows(cfg.catalog, ledger_identifier(cfg.metadata_namespace), pipeline=cfg.pipeline)
             dead = read_rows(cfg.catalog, dead_letters_identifier(cfg.metadata_namespace), pipeline=cfg.pipeline,
