@@ -92,6 +92,10 @@ class CatalogError(TerminalError):
     """The Iceberg catalog or warehouse is not usable (unwritable path, missing namespace rights, ...)."""
 
 
+class CatalogUnavailable(RetryableError):
+    """The catalog's service (a jdbc catalog's database) could not be reached; nothing was committed by the step."""
+
+
 def one_line(exc: BaseException, limit: int | None = None) -> str:
     """``Type: first line of the message`` (cut to ``limit`` characters), for warnings, step reports and status pages."""
     lines = str(exc).strip().splitlines()

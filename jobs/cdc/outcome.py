@@ -78,6 +78,10 @@ def unwrap_task_error(exc: BaseException, context: str) -> CdcError:
     if is_commit_conflict(exc):
         return ConcurrentRunError(f"{context}: another writer committed to the same table at the same time "
                                   f"({detail[:300]}); nothing was committed by this run. Retry later")
+    from cdc import catalog_errors  # a jdbc catalog's database down (75) or refusing the job (2)
+
+    if (jdbc := catalog_errors.classify(text, context)) is not None:
+        return jdbc
     if any(m in text for m in _STORAGE_MARKERS):
         return errors.CatalogError(f"{context}: the Iceberg catalog/warehouse is not usable: {detail[:400]}. Check "
                                    "catalog.warehouse (path exists, is a directory, is writable) and catalog settings")

@@ -180,3 +180,26 @@ def test_two_runs_of_one_table_on_the_jdbc_catalog(broker, postgres, tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert summary_of(again)["tables"][0]["status"] == "empty"
     assert [r["status"] for r in ledger(cfg)] == ["committed"]
+
+
+def test_catalog_database_down_is_retryable_and_missing_database_is_terminal(broker, postgres, tmp_path):
+    """The catalog's database unreachable (nothing listens): exit 75, one line; a database that does not exist on
+    the real server: exit 2 naming what to check. The password is printed in neither."""
+    from devtools.broker import free_port
+
+    raw = jdbc_pipeline(broker, postgres, tmp_path)
+    events.produce(broker.bootstrap, raw["tables"][0]["topic"], [pg("c", 1, {"id": 1, "name": "a", "bio": None}, 1)])
+    down = dict(raw, catalog={**raw["catalog"], "uri": f"jdbc:postgresql://127.0.0.1:{free_port()}/iceberg"})
+    missing = dict(raw, catalog={**raw["catalog"], "uri": postgres.jdbc_url_for(unique("nodb_"))})
+    (tmp_path / "down").mkdir()
+    (tmp_path / "missing").mkdir()
+    res_down = run_cli(write(down, tmp_path / "down"), env=ENV)
+    res_missing = run_cli(write(missing, tmp_path / "missing"), env=ENV)
+    assert res_down.returncode == 75, res_down.stderr[-3000:]
+    assert res_missing.returncode == 2, res_missing.stderr[-3000:]
+    [line] = [ln for ln in res_down.stderr.splitlines() if ln.startswith("ERROR")]
+    assert line.startswith("ERROR [CatalogUnavailable]") and "database is unreachable" in line, line
+    [line] = [ln for ln in res_missing.stderr.splitlines() if ln.startswith("ERROR")]
+    assert line.startswith("ERROR [CatalogError]") and "does not exist" in line and "jdbc.user" in line, line
+    for res in (res_down, res_missing):
+        assert PASSWORD not in res.stdout + res.stderr

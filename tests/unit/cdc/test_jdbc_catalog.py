@@ -133,3 +133,28 @@ def test_pyiceberg_properties_open_the_same_catalog_read_only() -> None:
     assert pyiceberg_properties(c) == {
         "type": "sql", "uri": "postgresql+psycopg://cdc:pw@db.internal:5433/iceberg", "warehouse": "s3://lake/wh",
         "init_catalog_tables": "false", "s3.endpoint": "http://minio:9000"}
+
+
+def test_jdbc_catalog_failures_are_named_retryable_or_terminal() -> None:
+    from cdc.catalog_errors import classify
+    from cdc.errors import CatalogError, CatalogUnavailable
+
+    refused = ("py4j.protocol.Py4JJavaError: An error occurred while calling o40.sql.\n"
+               ": org.apache.iceberg.jdbc.UncheckedSQLException: Failed to connect: "
+               "jdbc:postgresql://db:5432/iceberg?user=u&password=hunter2\n"
+               "\tat org.apache.iceberg.jdbc.JdbcClientPool.newClient(JdbcClientPool.java:90)\n"
+               "Caused by: org.postgresql.util.PSQLException: Connection to db:5432 refused. Check that the hostname "
+               "and port are correct and that the postmaster is accepting TCP/IP connections.\n"
+               "Caused by: java.net.ConnectException: Connection refused\n")
+    err = classify(refused, "catalog lake")
+    assert isinstance(err, CatalogUnavailable) and err.exit_code == 75
+    assert str(err).startswith("catalog lake: the jdbc catalog's database is unreachable: PSQLException: Connection "
+                               "to db:5432 refused") and "hunter2" not in str(err)
+    auth = refused.replace("Connection to db:5432 refused. Check", 'FATAL: password authentication failed for user "u"')
+    assert isinstance(classify(auth, "table a.b: merge failed"), CatalogError)
+    no_db = ": org.apache.iceberg.jdbc.UncheckedSQLException: x\nCaused by: org.postgresql.util.PSQLException: " \
+            'FATAL: database "iceberg" does not exist\n'
+    assert classify(no_db, "c").exit_code == 2
+    # not a jdbc catalog's error: left to the other rules
+    assert classify("java.net.ConnectException: Connection refused (S3)", "c") is None
+    assert classify("org.apache.iceberg.jdbc.JdbcCatalog NoSuchTableException: Table does not exist: a.b", "c") is None
