@@ -29,6 +29,11 @@ def alias_name(pipeline: str, target: str) -> str:
     return f"cdc_{pipeline}:{target}"
 
 
+def routed_alias_name(pipeline: str) -> str:
+    """The one alias of a pipeline's ``topic_pattern`` tables (their names are known only at run time)."""
+    return f"cdc_{pipeline}:topic_pattern"
+
+
 def table_asset(cfg: "PipelineConfig", target: str) -> "Asset":
     from airflow.sdk import Asset
 
@@ -36,13 +41,14 @@ def table_asset(cfg: "PipelineConfig", target: str) -> "Asset":
 
 
 def table_assets(cfg: "PipelineConfig") -> list["Asset"]:
-    return [table_asset(cfg, t.target) for t in cfg.tables]
+    return [table_asset(cfg, t.target) for t in cfg.tables if t.topic]  # topic_pattern entries: no name yet
 
 
 def outlet_aliases(cfg: "PipelineConfig") -> list["AssetAlias"]:
     from airflow.sdk import AssetAlias
 
-    return [AssetAlias(name=alias_name(cfg.pipeline, t.target), group="cdc") for t in cfg.tables]
+    routed = [AssetAlias(name=routed_alias_name(cfg.pipeline), group="cdc")] if cfg.has_patterns else []
+    return [AssetAlias(name=alias_name(cfg.pipeline, t.target), group="cdc") for t in cfg.tables if t.topic] + routed
 
 
 def event_extra(pipeline: str, table: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -66,7 +72,9 @@ def emit(context: Mapping[str, Any], cfg_pipeline: str, catalog: str, summary: M
         if extra is None:
             continue
         target = str(table["table"])
-        events[AssetAlias(alias_name(cfg_pipeline, target))].add(
-            Asset(name=target, uri=asset_uri(catalog, target), group="cdc"), extra=extra)
+        # a table resolved from a topic_pattern has no alias of its own: the pipeline's routed alias carries it.
+        # Airflow drops events of aliases the task does not declare and merges one asset's events of both aliases.
+        for alias in (alias_name(cfg_pipeline, target), routed_alias_name(cfg_pipeline)):
+            events[AssetAlias(alias)].add(Asset(name=target, uri=asset_uri(catalog, target), group="cdc"), extra=extra)
         emitted.append(target)
     return emitted

@@ -89,6 +89,9 @@ def test_plan_maps_one_ingest_task_per_resolved_table(env: dict[str, Any]) -> No
     assert ingest == {"routed.customers", "routed.orders", "routed.explicit_legacy"}
     assert tables_called(env["log"]) == ingest
     assert sorted(t["table"] for t in tis[("plan", "")].xcom_pull(task_ids="plan")) == sorted(ingest)
+    from tests.airflow_env import asset_events  # the fake job commits changes: one event per table, routed too
+
+    assert sorted(name for name, _, _ in asset_events(dr.run_id)) == sorted(ingest)
 
     add_topic(env, "order-items")  # created since the last run
     dr, tis = run({})
