@@ -17,8 +17,9 @@ Which jars a session gets (``jar_conf``): the user's ``spark.jars`` / ``spark.ja
 ``snowpark-connect-deps-iceberg`` wheel and, for a PostgreSQL ``jdbc`` catalog, the driver file above; a needed jar
 without a local file still goes to ``spark.jars.packages``), ``packages`` (``spark.jars.packages`` = the coordinates
 below, resolved by Spark from Maven or your ``spark.jars.ivySettings`` mirror) or ``auto`` (default): ``bundled`` when
-the master is local and every needed jar has a local file, else ``packages``. Under ``spark-submit`` the JVM has started before the job runs, so
-jars must be on the spark-submit command line (``--packages $(python -m cdc.jars --config P.yaml)``).
+the master is local and every needed jar has a local file, else ``packages``. Under ``spark-submit`` the JVM has
+started before the job runs, so jars must be on the spark-submit command line
+(``--packages $(python -m cdc.jars --config P.yaml)``, or ``--jars`` with local files).
 """
 
 from __future__ import annotations

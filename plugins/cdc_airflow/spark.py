@@ -194,4 +194,21 @@ def required_py_files(master: str, py_files: str | None) -> str | None:
 def submit_kwargs(settings: Any, cfg: Any, name: str) -> dict[str, Any]:
     """The SparkSubmitOperator arguments shared by the ingestion and maintenance DAGs."""
     return dict(conn_id=settings.spark_conn_id, master=settings.spark_master, pool=settings.pool,
-                py_files=settings.py_files, jars=settings.iceberg_jar, pipeline_spark_conf=dict(cfg.spark), name=name)
+                py_files=settings.py_files, jars=job_jars(settings.iceberg_jar, cfg),
+                pipeline_spark_conf=dict(cfg.spark), name=name)
+
+
+def job_jars(iceberg_jar: str | None, cfg: Any, driver: str | None = "", runtime: str | None = "") -> str | None:
+    """``--jars``: ``CDC_ICEBERG_JAR`` (or, when unset, the operator finds the runtime jar), plus the local PostgreSQL
+    JDBC driver (``cdc.jars.postgresql_jar``) when the pipeline's ``jdbc`` catalog needs it and neither
+    ``CDC_ICEBERG_JAR`` nor the YAML's ``spark.jars.packages`` brings one. ``driver``/``runtime``: "" = look here."""
+    from cdc import jars
+
+    if jars.POSTGRESQL_JDBC not in jars.for_config(cfg) or "postgresql" in (iceberg_jar or "") \
+            or "org.postgresql" in cfg.spark.get("spark.jars.packages", ""):
+        return iceberg_jar
+    driver = jars.postgresql_jar() if driver == "" else driver
+    base = iceberg_jar or (jars.bundled_jar() if runtime == "" else runtime)
+    if not driver or not base:
+        return iceberg_jar
+    return f"{base},{driver}"
