@@ -111,3 +111,30 @@ def test_unknown_table_param_fails_the_plan(env: dict[str, Any]) -> None:
     assert dr.state == "failed"
     assert tis[("plan", "")].state == "failed" and not [k for k in tis if k[0] == "ingest" and k[1]]
     assert not env["log"].exists()
+
+
+def test_pattern_pipeline_parses_fast_without_a_broker(tmp_path: Path) -> None:
+    """Resolution happens in tasks at run time: the DAG files parse with the broker unreachable, light and fast,
+    and the maintenance DAG's tables param takes resolved names too."""
+    from tests.dags.test_cdc_dag_import import parse_dags
+
+    (tmp_path / "routed.yaml").write_text("""
+pipeline: routed
+format: json
+kafka: {bootstrap.servers: "127.0.0.1:1"}
+catalog: {name: lake, type: hadoop, warehouse: ./wh}
+tables:
+  - {topic_pattern: 'dbserver1\\.public\\.(.*)', target: 'inventory.$1'}
+""")
+    result = parse_dags(tmp_path)
+    assert result["errors"] == {} and result["dags"] == ["cdc_routed", "cdc_routed_maintenance"]
+    assert all(seconds < 1.0 for seconds in result["files"].values()), result["files"]
+    assert result["heavy"] == []
+
+    from cdc.config import load_config
+
+    from cdc_airflow.maintenance_dag import build_maintenance_dag
+    from cdc_airflow.settings import load_settings
+
+    dag = build_maintenance_dag(load_settings(), load_config(tmp_path / "routed.yaml"))
+    assert dag.params.get_param("tables").schema["items"] == {"type": "string"}
