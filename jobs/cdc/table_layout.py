@@ -91,8 +91,11 @@ class SortTerm:
 
 @dataclass(frozen=True)
 class TableLayout:
-    partition_by: tuple[Term, ...] = ()
-    sort_by: tuple[SortTerm, ...] = ()
+    """None (the key is absent from the YAML): not managed, a table keeps what it has (a new one: unpartitioned,
+    unsorted); ``()``: managed and empty (partition fields dropped, ``WRITE UNORDERED``)."""
+
+    partition_by: tuple[Term, ...] | None = None
+    sort_by: tuple[SortTerm, ...] | None = None
     properties: Mapping[str, str] = field(default_factory=dict)  # the user's; see ``table_properties``
 
     def table_properties(self) -> dict[str, str]:
@@ -100,7 +103,7 @@ class TableLayout:
         return {**REQUIRED_PROPERTIES, **self.properties}
 
     def columns(self) -> set[str]:
-        return {t.column for t in self.partition_by} | {s.term.column for s in self.sort_by}
+        return {t.column for t in self.partition_by or ()} | {s.term.column for s in self.sort_by or ()}
 
 
 def parse_term(text: Any, key: str) -> Term:
@@ -184,14 +187,15 @@ def check_properties(raw: Any, key: str = "properties") -> dict[str, str]:
 
 def parse_layout(entry: Mapping[str, Any]) -> TableLayout:
     """``partition_by`` / ``sort_by`` / ``properties`` of one (defaults-merged) table entry. Raises ``LayoutError``."""
-    parts = tuple(parse_term(t, f"partition_by[{i}]")
-                  for i, t in enumerate(_as_list(entry.get("partition_by"), "partition_by")))
+    parts = None if entry.get("partition_by") is None else tuple(
+        parse_term(t, f"partition_by[{i}]") for i, t in enumerate(_as_list(entry["partition_by"], "partition_by")))
     seen: dict[str, int] = {}
-    for i, t in enumerate(parts):
+    for i, t in enumerate(parts or ()):
         if t.describe() in seen:
             raise LayoutError(f"partition_by[{i}]", f"{t.describe()} appears twice")
         seen[t.describe()] = i
-    sorts = tuple(parse_sort_term(t, f"sort_by[{i}]") for i, t in enumerate(_as_list(entry.get("sort_by"), "sort_by")))
+    sorts = None if entry.get("sort_by") is None else tuple(
+        parse_sort_term(t, f"sort_by[{i}]") for i, t in enumerate(_as_list(entry["sort_by"], "sort_by")))
     return TableLayout(parts, sorts, check_properties(entry.get("properties")))
 
 
@@ -230,8 +234,8 @@ def check_columns(layout: TableLayout, columns: Sequence[Any], table: str, sourc
     from cdc.errors import ConfigError
 
     types = {c.name: c.arrow_type for c in columns}
-    for where, terms in (("partition_by", [t for t in layout.partition_by]),
-                         ("sort_by", [s.term for s in layout.sort_by])):
+    for where, terms in (("partition_by", list(layout.partition_by or ())),
+                         ("sort_by", [s.term for s in layout.sort_by or ()])):
         for term in terms:
             if term.column not in types:
                 raise ConfigError(f"{source}: table {table}: {where} {term.describe()!r} names column "

@@ -141,7 +141,7 @@ def ensure_target(spark: Any, name: str, row: Sequence[Column], key: Sequence[st
     cols = [*row, *target_meta(ordering, soft)]
     if not exists(spark, name):
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name.rsplit('.', 1)[0]}")
-        parts = ", ".join(t.sql() for t in layout.partition_by) if layout else ""
+        parts = ", ".join(t.sql() for t in layout.partition_by or ()) if layout else ""
         spark.sql(f"CREATE TABLE {name} ({ddl(cols, not_null=key)}) USING iceberg"
                   + (f" PARTITIONED BY ({parts})" if parts else "")
                   + f" TBLPROPERTIES ({props_sql(layout.properties if layout else None)})")
@@ -153,22 +153,31 @@ def ensure_target(spark: Any, name: str, row: Sequence[Column], key: Sequence[st
 
 
 def apply_layout(spark: Any, name: str, layout: TableLayout) -> list[str]:
-    """Bring an existing target to ``layout``: partition evolution, write order, then properties (the write order
-    statement sets ``write.distribution-mode``, so a configured one is set after it). Issues only what differs; returns
-    the statements run (none when the layout is in place)."""
-    rows = [(r[0] or "", r[1] or "") for r in spark.sql(f"DESCRIBE TABLE {name}").collect()]
-    drop, add = partition_changes(partitioning_of(rows), layout.partition_by)
-    stmts = [f"ALTER TABLE {name} DROP PARTITION FIELD {d}" for d in drop]  # drop first: days → hours conflicts
-    stmts += [f"ALTER TABLE {name} ADD PARTITION FIELD {t.sql()}" for t in add]
+    """Bring an existing target to ``layout``: partition evolution, write order, then the configured properties (the
+    write order statement sets ``write.distribution-mode``, so a configured one is set after it). Issues only what
+    differs and returns it (nothing when the layout is in place); what the YAML does not name is left alone, so a
+    table without layout keys costs no query."""
+    stmts: list[str] = []
+    if layout.partition_by is not None:
+        rows = [(r[0] or "", r[1] or "") for r in spark.sql(f"DESCRIBE TABLE {name}").collect()]
+        drop, add = partition_changes(partitioning_of(rows), layout.partition_by)
+        stmts += [f"ALTER TABLE {name} DROP PARTITION FIELD {d}" for d in drop]  # drop first: days → hours conflicts
+        stmts += [f"ALTER TABLE {name} ADD PARTITION FIELD {t.sql()}" for t in add]
+    if layout.sort_by is None and not layout.properties:
+        return _run(spark, stmts)
     props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
-    if sort_order_text(layout.sort_by) != props.get("sort-order", ""):
+    if layout.sort_by is not None and sort_order_text(layout.sort_by) != props.get("sort-order", ""):
         stmts.append(f"ALTER TABLE {name} WRITE ORDERED BY {', '.join(s.sql() for s in layout.sort_by)}"
                      if layout.sort_by else f"ALTER TABLE {name} WRITE UNORDERED")
         props.pop("write.distribution-mode", None)  # the statement above sets it
-    changed = property_changes(props, layout.table_properties())
+    changed = property_changes(props, layout.properties)
     if changed:
         pairs = ", ".join(f"{lit(k)}={lit(v)}" for k, v in changed.items())
         stmts.append(f"ALTER TABLE {name} SET TBLPROPERTIES ({pairs})")
+    return _run(spark, stmts)
+
+
+def _run(spark: Any, stmts: list[str]) -> list[str]:
     for stmt in stmts:
         spark.sql(stmt)
     return stmts

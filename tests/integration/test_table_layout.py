@@ -73,7 +73,8 @@ def test_layout_on_create_then_evolved_idempotently_with_snapshot_provenance(mak
     assert later and all(sm.get("cdc.batch-id") == str(s2["batch_id"]) for sm in later)
     assert json.loads(later[-1]["cdc.end-offsets"]) == {p.topic: {"0": 4, "1": 1}}
 
-    # Evolved layout: partition field swapped, sort order and a property changed; merge-on-read again by default.
+    # Evolved layout: partition field swapped, sort order dropped, a property changed; a property no longer named
+    # (write.merge.mode) stays as the table has it.
     with_layout(p, partition_by=["bucket(4, id)", "truncate(2, name)"], sort_by=[],
                 properties={"write.target-file-size-bytes": 2097152})
     p.send(pg("c", 5, {"id": 5, "name": "eee", "bio": None}, 30))
@@ -82,8 +83,11 @@ def test_layout_on_create_then_evolved_idempotently_with_snapshot_provenance(mak
     assert partitioning(p.spark, p.target) == ["bucket(4, id)", "truncate(2, name)"]
     pr = props(p.spark, p.target)
     assert "sort-order" not in pr
-    assert (pr["write.merge.mode"], pr["write.target-file-size-bytes"]) == ("merge-on-read", "2097152")
+    assert (pr["write.merge.mode"], pr["write.target-file-size-bytes"]) == ("copy-on-write", "2097152")
     assert apply_layout(p.spark, p.target, p.table.layout) == []
+    with_layout(p)  # no layout keys at all: the table keeps its partitioning, and no statement runs
+    assert apply_layout(p.spark, p.target, p.table.layout) == []
+    assert p.run()["status"] == "empty" and partitioning(p.spark, p.target) == ["bucket(4, id)", "truncate(2, name)"]
     assert p.rows() == {1: ("a2", None), 3: ("c", None), 5: ("eee", None)}
 
 

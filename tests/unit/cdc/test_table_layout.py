@@ -68,15 +68,16 @@ def test_layout_from_table_and_defaults():
     assert sort_order_text(one.sort_by) == "id ASC NULLS FIRST"
     assert one.properties == {"write.target-file-size-bytes": "134217728", "write.merge.mode": "copy-on-write"}
     assert [t.describe() for t in two.partition_by] == ["days(created_at)", "region"]  # lists replace
-    assert two.sort_by == ()
+    assert two.sort_by == ()  # configured empty: WRITE UNORDERED
     assert two.properties == {"write.target-file-size-bytes": "134217728",  # properties merge key by key
                               "write.merge.mode": "merge-on-read", "write.distribution-mode": "hash"}
     assert two.table_properties() == {**REQUIRED_PROPERTIES, **two.properties}
 
 
-def test_no_layout_keeps_the_required_properties():
+def test_no_layout_keeps_the_required_properties_and_absent_keys_are_unmanaged():
     layout = table().layout
-    assert (layout.partition_by, layout.sort_by, layout.properties) == ((), (), {})
+    assert (layout.partition_by, layout.sort_by, layout.properties) == (None, None, {})  # the table keeps its own
+    assert table(partition_by=[], sort_by=[]).layout.partition_by == ()  # managed: no partition fields, unordered
     assert layout.table_properties() == {"format-version": "2", "write.delete.mode": "merge-on-read",
                                          "write.update.mode": "merge-on-read", "write.merge.mode": "merge-on-read"}
     assert table(properties={"format-version": 3}).layout.table_properties()["format-version"] == "3"
