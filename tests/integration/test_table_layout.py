@@ -102,3 +102,30 @@ def test_unknown_layout_column_fails_before_the_claim_naming_the_table(make_pipe
     with_layout(p, partition_by=["days(__ingested_at)"])  # fixed: the same batch goes through
     assert p.run()["inserted"] == 1
     assert partitioning(p.spark, p.target) == ["days(__ingested_at)"]
+
+
+class _Died(Exception):
+    """Stands in for a run dying after the batch was staged (not a CdcError: nothing is released)."""
+
+
+def test_a_recovered_staged_batch_carries_its_offsets_in_the_snapshot_summary(make_pipe, monkeypatch):
+    import cdc.run
+
+    p = make_pipe(partitions=2)
+    p.send(pg("c", 1, {"id": 1, "name": "a", "bio": None}, 10), pg("c", 2, {"id": 2, "name": "b", "bio": None}, 11))
+    p.send(pg("c", 3, {"id": 3, "name": "c", "bio": None}, 12), partition=1)
+
+    def die_after_staged(point):
+        if point == "after_staged":
+            raise _Died(point)
+
+    monkeypatch.setattr(cdc.run, "checkpoint", die_after_staged)
+    with pytest.raises(_Died):
+        p.run()
+    monkeypatch.undo()
+    assert [r.status for r in p.ledger()] == ["staged", "staged"]
+    s = p.run()  # finishes batch 1 from staging (no Kafka read), then finds nothing new
+    assert (s["recovered_batch_id"], s["status"]) == (1, "empty")
+    (op, sm), = summaries(p.spark, p.target)
+    assert (sm["cdc.batch-id"], sm["cdc.pipeline"]) == ("1", "tests")
+    assert json.loads(sm["cdc.end-offsets"]) == {p.topic: {"0": 2, "1": 1}}
