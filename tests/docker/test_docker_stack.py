@@ -132,7 +132,7 @@ def test_debezium_connect_3_registered_with_create_or_update(services):
     reg = services["connect-register"]
     command = " ".join(reg["command"])
     config = json.loads((DOCKER / "connect" / "inventory-postgres.json").read_text())
-    assert f"-X PUT" in command and f"/connectors/{config['name']}/config" in command
+    assert "-X PUT" in command and f"/connectors/{config['name']}/config" in command
     assert "config" not in config and config["connector.class"].endswith("PostgresConnector")  # PUT takes the map
     assert config["key.converter"] == config["value.converter"] == "io.confluent.connect.avro.AvroConverter"
     assert config["topic.prefix"] + ".inventory.customers" in PIPELINE.read_text()
