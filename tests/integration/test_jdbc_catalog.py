@@ -114,6 +114,15 @@ def test_ingest_through_jdbc_catalog_read_by_the_airflow_side(broker, postgres, 
                                                  database=db)}
     assert {target.split(".")[0], raw["metadata_namespace"]} <= namespaces
 
+    # pyiceberg's SqlCatalog lists the namespaces and tables Spark's JdbcCatalog created
+    from pyiceberg.catalog import load_catalog
+
+    from cdc_airflow.ledger import catalog_properties
+
+    sql = load_catalog(cfg.catalog.name, **catalog_properties(cfg.catalog))
+    assert {(target.split(".")[0],), (raw["metadata_namespace"],)} <= set(sql.list_namespaces())
+    assert (target.split(".")[0], "customers") in sql.list_tables(target.split(".")[0])
+
     # the Airflow side: pyiceberg's SqlCatalog on the same database sees both committed batches
     assert target_rows(cfg) == {0: "n0", 1: "one", 3: "n3", 4: "n4", 5: "n5", 7: "n7"}
     rows = ledger(cfg)
@@ -203,3 +212,34 @@ def test_catalog_database_down_is_retryable_and_missing_database_is_terminal(bro
     assert line.startswith("ERROR [CatalogError]") and "does not exist" in line and "jdbc.user" in line, line
     for res in (res_down, res_missing):
         assert PASSWORD not in res.stdout + res.stderr
+
+
+def test_a_run_refuses_while_a_live_run_holds_the_claim_on_the_jdbc_catalog(broker, postgres, tmp_path):
+    """A run paused after staging holds its claim; the Airflow side (pyiceberg) sees the claimed batch, a second run
+    exits 75 naming the table, and the holder then commits."""
+    import time
+
+    raw = jdbc_pipeline(broker, postgres, tmp_path)
+    events.produce(broker.bootstrap, raw["tables"][0]["topic"],
+                   [pg("c", i, {"id": i, "name": f"n{i}", "bio": None}, 10 + i) for i in range(20)])
+    path = write(raw, tmp_path)
+    cfg = config_of(path)
+    cmd = [sys.executable, str(INGEST), "--config", str(path), "--master", "local[2]"]
+    holder = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO),
+                              env=cli_env({**ENV, "CDC_PAUSE_AT": "after_stage:30"}), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not [r for r in ledger(cfg) if r["status"] == "claimed"]:
+            assert holder.poll() is None, holder.communicate()
+            assert time.monotonic() < deadline, "holder never claimed"
+            time.sleep(1)
+        res = run_cli(path, env=ENV)
+        assert res.returncode == 75, res.stderr[-3000:]
+        [line] = [ln for ln in res.stderr.splitlines() if ln.startswith("ERROR")]
+        assert line.startswith("ERROR [ConcurrentRunError]") and raw["tables"][0]["target"] in line, line
+    finally:
+        done = finish(holder)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert summary_of(done)["tables"][0]["status"] == "committed"
+    assert sorted(target_rows(cfg)) == list(range(20))
+    assert [(r["status"], r["start_offset"], r["end_offset"]) for r in ledger(cfg)] == [("committed", 0, 20)]
