@@ -17,6 +17,7 @@ import yaml
 
 from cdc.errors import ConfigError
 from cdc.table_layout import LayoutError, TableLayout, merge_defaults, parse_layout
+from cdc.bootstrap_config import BootstrapConfig, parse_bootstrap
 
 FORMATS = ("avro", "json")
 DELETE_MODES = ("hard", "soft")
@@ -71,6 +72,8 @@ class TableConfig:
     topic_pattern: str = ""
     # Target layout (cdc.table_layout): partition_by, sort_by, properties; applied on create and on later runs
     layout: TableLayout = field(default_factory=TableLayout)
+    # Initial load straight from the source database over JDBC (cdc.bootstrap_config, jobs/bootstrap.py)
+    bootstrap: BootstrapConfig | None = None
 
     @property
     def mode(self) -> str:
@@ -332,7 +335,7 @@ class _Parser:
         allowed = {"topic", "target", "primary_key", "ordering", "delete_mode", "unavailable_value_placeholder",
                    "on_bad_record", "max_dead_letter_ratio", "allow_field_addition", "max_record_bytes",
                    "column_types", "compacted", "ordering_epoch", "envelope", "topic_pattern",
-                   "write_mode", "track_columns", "partition_by", "sort_by", "properties"}
+                   "write_mode", "track_columns", "partition_by", "sort_by", "properties", "bootstrap"}
         self.unknown(t, allowed, w)
         t = {k: self.subst(v, w + k) for k, v in t.items()}
         topic, target, pattern = t.get("topic"), t.get("target"), t.get("topic_pattern")
@@ -384,6 +387,7 @@ class _Parser:
             envelope=self.choice(t.get("envelope", "debezium"), w + "envelope", ENVELOPES),
             topic_pattern=pattern or "",
             layout=self.layout(t, w),
+            bootstrap=parse_bootstrap(t.get("bootstrap"), w + "bootstrap", self.fail),
             **self.write_mode(t, w),
         )
 

@@ -12,6 +12,13 @@ order (a run finishes the oldest pending batch before planning a new one), so "n
 
 The Spark job (``cursor_sql``), the Airflow plan task and the status view (``committed_cursor`` over rows read with
 pyiceberg) use this module, so they always agree.
+
+A ``bootstrap`` row (``BOOTSTRAP_MODE``, written by ``jobs/bootstrap.py`` once a JDBC bootstrap has replaced the
+target) records the table's **bootstrap horizon**: the source position of the snapshot, as a JSON list in
+``truncate_barrier`` (``max_position`` stays NULL: no partition delivered it), with ``partition``,
+``start_offset`` and ``end_offset`` = -1 and the row count in ``inserted``. The horizon acts like a truncate at
+that position: ``Ledger.barrier`` (the newest barrier of earlier batches) makes every later batch drop changes at
+or below it (``cdc.merge.changes_sql``), for every key. Bootstrap rows never move the cursor (``CURSOR_MODES``).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from cdc.sql import lit
 
 CURSOR_MODES = ("incremental", "reset")
+BOOTSTRAP_MODE = "bootstrap"  # a JDBC bootstrap's row: its horizon, no offsets (see above)
 FORGOTTEN = -1  # a reset row's end_offset for a partition that no longer exists: it has no cursor any more
 
 LEDGER_COLUMNS = (
@@ -54,6 +62,11 @@ def dead_letters_identifier(metadata_namespace: str) -> str:
 
 def staging_identifier(metadata_namespace: str, target: str) -> str:
     return f"{metadata_namespace}.staging__{target.replace('.', '__')}"
+
+
+def changes_identifier(metadata_namespace: str, target: str) -> str:
+    """write_mode scd2: the table's change log (every distinct change, raw; cdc.modes.scd2)."""
+    return f"{metadata_namespace}.changes__{target.replace('.', '__')}"
 
 
 def tombstones_identifier(metadata_namespace: str, target: str) -> str:
@@ -97,3 +110,29 @@ def newest_positions(rows: Iterable[Mapping[str, Any]]) -> dict[int, tuple[int, 
             pos = tuple(json.loads(r["max_position"]))
             out[r["partition"]] = max(pos, out.get(r["partition"], pos), key=lambda t: (len(t), t))
     return out
+
+
+def bootstrap_row(pipeline: str, table: str, topic: str, batch_id: int, horizon: Sequence[int] | None, rows: int,
+                  snapshot_id: int | None, run_id: str, owner: str, seconds: Mapping[str, float]) -> dict[str, Any]:
+    """The ledger row of a finished bootstrap (column → value; timestamps are filled in by the writer). No horizon
+    (the topic held no change the snapshot saw): no barrier."""
+    import json
+
+    position = json.dumps([int(p) for p in horizon]) if horizon else None
+    return {"pipeline": pipeline, "table_name": table, "batch_id": int(batch_id), "mode": BOOTSTRAP_MODE,
+            "topic": topic, "partition": FORGOTTEN, "start_offset": FORGOTTEN, "end_offset": FORGOTTEN,
+            "status": "committed", "events_read": 0, "events_skipped": 0, "dead_letters": 0, "inserted": int(rows),
+            "updated": 0, "deleted": 0, "target_snapshot_id": snapshot_id, "truncate_barrier": position,
+            "phase_seconds": json.dumps({k: round(v, 3) for k, v in seconds.items()}), "run_id": run_id,
+            "owner": owner, "max_position": None}
+
+
+def bootstrap_horizon(rows: Iterable[Mapping[str, Any]], table_name: str) -> tuple[int, ...] | None:
+    """The table's bootstrap horizon (the newest committed bootstrap row's), or None when it was never
+    bootstrapped."""
+    import json
+
+    found = [(int(r["batch_id"]), tuple(json.loads(r["truncate_barrier"]))) for r in rows
+             if r["table_name"] == table_name and r.get("mode") == BOOTSTRAP_MODE and r["status"] == "committed"
+             and r.get("truncate_barrier")]
+    return max(found)[1] if found else None

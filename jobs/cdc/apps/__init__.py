@@ -1,7 +1,7 @@
-"""The jobs as modules of the installed package: ``ingest`` and ``maintenance`` are ``jobs/ingest.py`` and
-``jobs/maintenance.py`` themselves (symbolic links in the source tree, copies in the wheel), so
-``python jobs/ingest.py``, ``spark-submit jobs/ingest.py`` and the ``cdc-ingest`` / ``cdc-maintenance`` entry points
-(``pyproject.toml``) run the same code."""
+"""The jobs as modules of the installed package: ``ingest``, ``maintenance`` and ``bootstrap`` are
+``jobs/ingest.py``, ``jobs/maintenance.py`` and ``jobs/bootstrap.py`` themselves (symbolic links in the source tree,
+copies in the wheel), so ``python jobs/<job>.py``, ``spark-submit jobs/<job>.py`` and the ``cdc-ingest`` /
+``cdc-maintenance`` / ``cdc-bootstrap`` entry points (``pyproject.toml``) run the same code."""
 
 from __future__ import annotations
 
@@ -19,3 +19,10 @@ def maintenance() -> int:
     from cdc.cli_contract import finish
 
     return finish(main())
+
+
+def bootstrap() -> int:
+    """``cdc-bootstrap``: ``jobs/bootstrap.py`` (it reports its own result to ``$CDC_RESULT_FILE``)."""
+    from cdc.apps.bootstrap import main
+
+    return main()

@@ -1,0 +1,261 @@
+"""JDBC bootstrap: load a table's initial state straight from the source database, then let the normal Kafka
+micro-batches continue from any earlier offset without gaps or regressions. The front door is ``run_bootstrap``.
+
+1. **Check.** The table has a ``bootstrap`` section; no batch of it is pending; the target is empty or absent
+   (else ``--replace`` is needed). A bootstrap whose target swap committed but whose ledger row is missing (a crash
+   in between) is finished instead (the swap's snapshot carries the bootstrap in its summary, ``SUMMARY_KEY``).
+2. **Snapshot.** ``cdc.bootstrap_source.PostgresSnapshot``: one exported REPEATABLE READ snapshot, its WAL
+   position (``pg_current_wal_lsn()``, reported) and the transactions it sees (``pg_current_snapshot()``), kept
+   open until the read is done.
+3. **Horizon.** ``cdc.bootstrap_horizon``: the newest Debezium position among the topic's changes whose
+   transaction the snapshot sees (None when the topic has none).
+4. **Read & stage.** Spark's JDBC source reads the table in ``num_partitions`` ranges of the split column (min/max
+   from the same snapshot), every reader inside the snapshot (``sessionInitStatement``), column types converted as
+   ``cdc.bootstrap_types`` says (the same schema the Debezium path produces). Rows get the horizon as their
+   position (``(0, 0)`` without one), op ``r``, Kafka partition/offset -1, and are written to
+   ``<meta>.bootstrap__<ns>__<table>`` (created exactly like the target).
+5. **Swap.** One Iceberg commit replaces the target's rows with the staged ones (created first when absent; its
+   snapshot summary records the bootstrap). A crash before it leaves the target untouched; rerun.
+6. **Ledger.** A committed ``bootstrap`` row with the horizon (``cdc.ledger_model``): every later batch ignores
+   changes at or below it, for every key; later ones apply. The cursor is not moved.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from cdc.bootstrap_config import BootstrapConfig
+from cdc.bootstrap_horizon import Visibility, horizon_from_topic
+from cdc.bootstrap_source import PostgresSnapshot, qualified, session_init
+from cdc.bootstrap_types import column_read, quote_spark
+from cdc.config import PipelineConfig, TableConfig
+from cdc.decode.model import Column
+from cdc.errors import ConcurrentRunError, ConfigError, TerminalError
+from cdc.faults import checkpoint
+from cdc.layout import (BATCH_ID, DELETED, INGESTED_AT, KAFKA_OFFSET, KAFKA_PARTITION, OP,
+                        POSTGRES_COMMIT_ORDERING, SOURCE_TS_MS)
+from cdc.ledger import Ledger, process_owner
+from cdc.ledger_model import BOOTSTRAP_MODE, bootstrap_row
+from cdc.sql import lit
+from cdc.tables import TableNames, ensure_meta_tables, ensure_target, exists, names
+
+SUMMARY_KEY = "cdc.bootstrap"  # snapshot summary property of the swap commit: {"run_id", "batch_id", "horizon", ...}
+INTEGER_TYPES = ("smallint", "integer", "bigint")
+DRIVER = "org.postgresql.Driver"
+
+
+@dataclass(frozen=True)
+class Plan:
+    row_columns: list[Column]
+    key: tuple[str, ...]
+    selects: list[str]  # PostgreSQL select list
+    converts: list[str]  # Spark expressions over the JDBC result
+    split: str  # "" = one unpartitioned read
+
+
+def staging_name(cfg: PipelineConfig, t: TableConfig) -> str:
+    return f"{cfg.catalog.name}.{cfg.metadata_namespace}.bootstrap__{t.target.replace('.', '__')}"
+
+
+NO_HORIZON = (0, 0)  # rows' position when the topic holds no change the snapshot saw: older than every change
+
+
+def check_table(cfg: PipelineConfig, t: TableConfig) -> BootstrapConfig:
+    """The table's bootstrap settings, or ``ConfigError`` when it cannot be bootstrapped."""
+    where = f"{cfg.source_path}: table {t.target}"
+    if t.bootstrap is None:
+        raise ConfigError(f"{where}: has no bootstrap section (tables[].bootstrap: jdbc_url, source_table, ...)")
+    if t.ordering != "auto":
+        raise ConfigError(f"{where}: a JDBC bootstrap needs ordering: auto (PostgreSQL commit ordering)")
+    if t.ordering_epoch:
+        raise ConfigError(f"{where}: a JDBC bootstrap of a table with ordering_epoch > 0 is not supported")
+    if getattr(t, "mode", "upsert") != "upsert":
+        raise ConfigError(f"{where}: a JDBC bootstrap needs write_mode upsert (got {t.mode})")
+    return t.bootstrap
+
+
+def plan_columns(snap: PostgresSnapshot, t: TableConfig, b: BootstrapConfig, where: str) -> Plan:
+    cols = snap.columns()
+    reads = [column_read(c.name, c.pg_type, c.kind, b.source_table) for c in cols]
+    key = tuple(t.primary_key) or tuple(snap.primary_key())
+    names_ = {c.name for c in cols}
+    if not key or any(k not in names_ for k in key):
+        raise ConfigError(f"{where}: primary key {list(key)} {'is unknown' if not key else 'is not in the table'}: "
+                          "set primary_key for this table (the source table has no usable primary key)")
+    split = b.split_column or (key[0] if len(key) == 1 else "")
+    types = {c.name: c.pg_type for c in cols}
+    if split and split not in types:
+        raise ConfigError(f"{where}: bootstrap.split_column {split!r} is not a column of the source table")
+    if split and types[split] not in INTEGER_TYPES:
+        if b.split_column:
+            raise ConfigError(f"{where}: bootstrap.split_column {split!r} has type {types[split]}: the parallel "
+                              "read needs an integer column (or num_partitions: 1)")
+        split = ""  # a non-integer key: one reader
+    if b.num_partitions == 1:
+        split = ""
+    row_cols = [Column(r.name, r.arrow_type, r.name not in key) for r in reads]
+    return Plan(row_cols, key, [r.select for r in reads], [r.convert for r in reads], split)
+
+
+def read_source(spark: Any, snap: PostgresSnapshot, b: BootstrapConfig, plan: Plan) -> Any:
+    """The JDBC DataFrame of the table inside the snapshot (lazy: read when written)."""
+    options = {"url": b.jdbc_url, "driver": DRIVER, "fetchsize": str(b.fetch_size),
+               "dbtable": f"(SELECT {', '.join(plan.selects)} FROM {qualified(b.source_table)}) AS cdc_bootstrap",
+               "sessionInitStatement": session_init(snap.snapshot_id)}
+    if b.user:
+        options["user"] = b.user
+    if b.password:
+        options["password"] = b.password
+    if plan.split:
+        lo, hi = snap.bounds(plan.split)
+        if lo is not None and hi is not None and hi > lo:
+            options.update(partitionColumn=plan.split, lowerBound=str(lo), upperBound=str(hi + 1),
+                           numPartitions=str(b.num_partitions))
+    return spark.read.format("jdbc").options(**options).load().selectExpr(*plan.converts)
+
+
+def with_meta(df: Any, position: tuple[int, ...], batch_id: int, snapshot_ms: int, soft: bool) -> Any:
+    """Add the target's metadata columns: ``position`` (the horizon), op ``r``, no Kafka offsets."""
+    from pyspark.sql import functions as F
+
+    last_commit, at = position
+    cols = [F.lit(last_commit).cast("bigint").alias(POSTGRES_COMMIT_ORDERING[0]),
+            F.lit(at).cast("bigint").alias(POSTGRES_COMMIT_ORDERING[1]),
+            F.lit("r").alias(OP), F.lit(snapshot_ms).cast("bigint").alias(SOURCE_TS_MS),
+            F.lit(-1).cast("int").alias(KAFKA_PARTITION), F.lit(-1).cast("bigint").alias(KAFKA_OFFSET),
+            F.lit(batch_id).cast("bigint").alias(BATCH_ID), F.current_timestamp().alias(INGESTED_AT)]
+    if soft:
+        cols.append(F.lit(False).alias(DELETED))
+    return df.select("*", *cols)
+
+
+def is_empty(spark: Any, table: str) -> bool:
+    spark.catalog.refreshTable(table)
+    return spark.table(table).limit(1).count() == 0
+
+
+def bootstrap_in_target(spark: Any, target: str) -> dict[str, Any] | None:
+    """The bootstrap recorded in the target's newest swap commit (``SUMMARY_KEY``), if any."""
+    if not exists(spark, target):
+        return None
+    row = spark.sql(f"SELECT summary['{SUMMARY_KEY}'] AS b FROM {target}.snapshots "
+                    f"WHERE summary['{SUMMARY_KEY}'] IS NOT NULL ORDER BY committed_at DESC LIMIT 1").first()
+    return json.loads(row["b"]) if row is not None else None
+
+
+def recorded(spark: Any, ledger: str, pipeline: str, table: str, batch_id: int) -> bool:
+    spark.catalog.refreshTable(ledger)
+    return spark.sql(f"SELECT 1 FROM {ledger} WHERE pipeline = {lit(pipeline)} AND table_name = {lit(table)} "
+                     f"AND batch_id = {int(batch_id)} AND mode = '{BOOTSTRAP_MODE}'").first() is not None
+
+
+def write_ledger_row(spark: Any, ledger: str, row: dict[str, Any]) -> None:
+    cols, values = [], []
+    for k, v in row.items():
+        cols.append(f"`{k}`")
+        values.append("NULL" if v is None else str(int(v)) if isinstance(v, int) else lit(str(v)))
+    cols += ["`staged_at`", "`committed_at`", "`claimed_at`"]
+    values += ["current_timestamp()"] * 3
+    spark.sql(f"INSERT INTO {ledger} ({', '.join(cols)}) VALUES ({', '.join(values)})")
+
+
+def run_bootstrap(spark: Any, cfg: PipelineConfig, t: TableConfig, replace: bool = False) -> dict[str, Any]:
+    """Bootstrap one table (see the module docstring); its summary entry."""
+    started = time.monotonic()
+    seconds: dict[str, float] = {}
+    b = check_table(cfg, t)
+    where = f"table {t.target} (bootstrap from {b.source_table})"
+    ensure_meta_tables(spark, cfg)
+    n: TableNames = names(cfg, t)
+    ledger = Ledger(spark, n.ledger, cfg.pipeline)
+    pending = ledger.pending(t.target)
+    if pending is not None:
+        raise ConcurrentRunError(f"{where}: batch {pending.batch_id} is {pending.status} (an ingest run is working "
+                                 "on the table or died); let it finish (rerun ingest), then bootstrap")
+    done = bootstrap_in_target(spark, n.target)
+    if done is not None and not recorded(spark, n.ledger, cfg.pipeline, t.target, done["batch_id"]):
+        # the swap committed, the ledger row did not: finish that bootstrap (its rows are the target's)
+        write_ledger_row(spark, n.ledger, bootstrap_row(
+            cfg.pipeline, t.target, t.topic, done["batch_id"], done["horizon"], done["rows"],
+            _snapshot_id(spark, n.target), done["run_id"], process_owner(), {}))
+        return _summary(t, "recovered", done["rows"], done["lsn"], done["horizon"], done["batch_id"],
+                        {"total": time.monotonic() - started})
+    if exists(spark, n.target) and not replace and not is_empty(spark, n.target):
+        raise TerminalError(f"{where}: the target is not empty; rerun with --replace to replace its rows with the "
+                            "source table's (the Kafka cursor is kept)")
+    cursor = ledger.committed_offsets(t.target, t.topic)
+    batch_id = ledger.next_batch_id(t.target)
+    run_id = uuid.uuid4().hex
+    soft = t.delete_mode == "soft"
+    stage = staging_name(cfg, t)
+    t0 = time.monotonic()
+    with PostgresSnapshot(b, t.target) as snap:
+        seconds["snapshot"] = time.monotonic() - t0
+        checkpoint("bootstrap_after_snapshot")
+        plan = plan_columns(snap, t, b, f"{cfg.source_path}: table {t.target}")
+        t0 = time.monotonic()
+        horizon, scanned = horizon_from_topic(cfg, t, plan.row_columns, Visibility.parse(snap.visibility),
+                                              cfg.batch.read_timeout_seconds)
+        seconds["horizon"] = time.monotonic() - t0
+        t0 = time.monotonic()
+        spark.sql(f"DROP TABLE IF EXISTS {stage} PURGE")  # a crashed run's leftovers
+        ensure_target(spark, stage, plan.row_columns, plan.key, POSTGRES_COMMIT_ORDERING, soft)
+        df = with_meta(read_source(spark, snap, b, plan), horizon or NO_HORIZON, batch_id,
+                       int(time.time() * 1000), soft)
+        df.writeTo(stage).append()  # the JDBC read happens here, inside the snapshot
+        lsn = snap.lsn
+        seconds["read_stage"] = time.monotonic() - t0
+    checkpoint("bootstrap_after_stage")
+    rows = int(spark.table(stage).count())
+    if ledger.pending(t.target) is not None or ledger.committed_offsets(t.target, t.topic) != cursor:
+        raise ConcurrentRunError(f"{where}: an ingest batch ran while the table was being read; the target was not "
+                                 "changed. Rerun the bootstrap when no ingest run is active")
+    t0 = time.monotonic()
+    ensure_target(spark, n.target, plan.row_columns, plan.key, POSTGRES_COMMIT_ORDERING, soft,
+                  getattr(t, "layout", None))
+    info = {"run_id": run_id, "batch_id": batch_id, "horizon": list(horizon) if horizon else None, "rows": rows,
+            "lsn": lsn, "scanned": scanned}
+    swap(spark, stage, n.target, json.dumps(info))
+    seconds["swap"] = time.monotonic() - t0
+    checkpoint("bootstrap_after_swap")
+    write_ledger_row(spark, n.ledger, bootstrap_row(cfg.pipeline, t.target, t.topic, batch_id, horizon, rows,
+                                                    _snapshot_id(spark, n.target), run_id, process_owner(), seconds))
+    spark.sql(f"DROP TABLE IF EXISTS {stage} PURGE")
+    seconds["total"] = time.monotonic() - started
+    return _summary(t, "bootstrapped", rows, lsn, horizon, batch_id, seconds, scanned)
+
+
+def swap(spark: Any, stage: str, target: str, info: str) -> None:
+    """Replace every row of ``target`` with ``stage``'s in one Iceberg commit (its summary records ``info``)."""
+    from pyspark.sql import functions as F
+
+    spark.catalog.refreshTable(target)
+    have = {f.name for f in spark.table(stage).schema.fields}
+    wanted = [f for f in spark.table(target).schema.fields]
+    cols = [F.col(quote_spark(f.name)) if f.name in have else F.lit(None).cast(f.dataType).alias(f.name)
+            for f in wanted]
+    (spark.table(stage).select(*cols).writeTo(target).option(f"snapshot-property.{SUMMARY_KEY}", info)
+     .overwrite(F.lit(True)))
+
+
+def _snapshot_id(spark: Any, target: str) -> int | None:
+    from cdc.apply import current_snapshot
+
+    spark.catalog.refreshTable(target)
+    return current_snapshot(spark, target)
+
+
+def format_lsn(lsn: int) -> str:
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
+def _summary(t: TableConfig, status: str, rows: int, lsn: int, horizon: Any, batch_id: int,
+             seconds: dict[str, float], scanned: int = 0) -> dict[str, Any]:
+    return {"table": t.target, "topic": t.topic, "status": status, "rows": int(rows), "batch_id": int(batch_id),
+            "source_position": {"lsn": format_lsn(int(lsn)), "lsn_number": int(lsn),
+                                "horizon": list(horizon) if horizon else None, "topic_events_scanned": int(scanned)},
+            "seconds": {k: round(v, 3) for k, v in seconds.items()}}

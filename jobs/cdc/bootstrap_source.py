@@ -1,0 +1,156 @@
+"""The source side of a JDBC bootstrap (PostgreSQL): one consistent snapshot, its log position, the table's columns,
+primary key and split range, all read inside that snapshot.
+
+``PostgresSnapshot`` opens a ``REPEATABLE READ`` transaction with psycopg, exports its snapshot
+(``pg_export_snapshot()``) and reads ``pg_current_wal_lsn()`` and ``pg_current_snapshot()`` (which transactions it
+sees: ``cdc.bootstrap_horizon``) in the same statement. Spark's JDBC readers join that
+snapshot (``session_init``: ``SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; SET TRANSACTION SNAPSHOT '<id>'`` as
+each reader's first statement; Spark's PostgreSQL dialect turns autocommit off when ``fetchsize`` > 0, so the
+statements and the read run in one transaction). The exporting transaction must stay open until every reader has
+started: use the object as a context manager around the whole read.
+
+Credentials are passed to psycopg as separate arguments and never appear in messages.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from cdc.bootstrap_config import BootstrapConfig
+from cdc.bootstrap_types import lsn_to_int, quote_pg
+from cdc.errors import ConfigError, RetryableError, TerminalError
+
+APPLICATION_NAME = "cdc-bootstrap"
+
+
+def conninfo(jdbc_url: str, user: str = "", password: str = "") -> dict[str, Any]:
+    """``jdbc:postgresql://host:port/db?k=v`` → psycopg connect keywords (pure)."""
+    if not jdbc_url.startswith("jdbc:postgresql:"):
+        raise ConfigError("bootstrap.jdbc_url: only jdbc:postgresql:// URLs are supported")
+    parts = urlsplit(jdbc_url[len("jdbc:"):])
+    out: dict[str, Any] = {"host": parts.hostname or "localhost", "port": parts.port or 5432,
+                           "dbname": unquote(parts.path.lstrip("/")) or "postgres",
+                           "application_name": APPLICATION_NAME}
+    query = dict(parse_qsl(parts.query))
+    for k in ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout"):
+        if k in query:
+            out[k] = query[k]
+    user = user or query.get("user", "")
+    password = password or query.get("password", "")
+    if user:
+        out["user"] = user
+    if password:
+        out["password"] = password
+    return out
+
+
+def split_table(name: str) -> tuple[str, str]:
+    """``schema.table`` / ``table`` (optionally double-quoted parts) → (schema, table) with quotes removed."""
+    parts = re.findall(r'"((?:[^"]|"")+)"|([^.]+)', name)
+    names = [q.replace('""', '"') if q else p for q, p in parts]
+    return (names[0], names[1]) if len(names) == 2 else ("public", names[0])
+
+
+def qualified(name: str) -> str:
+    schema, table = split_table(name)
+    return f"{quote_pg(schema)}.{quote_pg(table)}"
+
+
+def session_init(snapshot_id: str) -> str:
+    """The first statements of every Spark JDBC reader: join the exported snapshot."""
+    if not re.fullmatch(r"[0-9A-Fa-f-]+", snapshot_id):
+        raise ValueError(f"not a snapshot id: {snapshot_id!r}")
+    return f"SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; SET TRANSACTION SNAPSHOT '{snapshot_id}'"
+
+
+@dataclass(frozen=True)
+class SourceColumn:
+    name: str
+    pg_type: str  # format_type(atttypid, atttypmod)
+    kind: str  # pg_type.typtype (b: base, e: enum, d: domain, ...)
+    not_null: bool
+
+
+class PostgresSnapshot:
+    """An open, exported REPEATABLE READ snapshot of the source database (a context manager)."""
+
+    def __init__(self, cfg: BootstrapConfig, target: str):
+        self.cfg, self.target = cfg, target
+        self.conn: Any = None
+        self.snapshot_id = ""
+        self.lsn = 0  # pg_current_wal_lsn() in the snapshot, as Debezium's source.lsn number
+        self.visibility = ""  # pg_current_snapshot(): xmin:xmax:xip (cdc.bootstrap_horizon.Visibility)
+
+    def where(self) -> str:
+        return f"bootstrap of {self.target} from {self.cfg.source_table}"
+
+    def __enter__(self) -> "PostgresSnapshot":
+        import psycopg
+
+        try:
+            self.conn = psycopg.connect(**conninfo(self.cfg.jdbc_url, self.cfg.user, self.cfg.password),
+                                        autocommit=True)
+        except psycopg.OperationalError as exc:
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if "password" in text.lower() or "authentication" in text.lower() or "role" in text.lower():
+                raise TerminalError(f"{self.where()}: the source database refused the login ({text}); fix "
+                                    "bootstrap.user / bootstrap.password") from None
+            raise RetryableError(f"{self.where()}: cannot connect to the source database ({text}); retry later") \
+                from None
+        try:
+            self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            row = self.conn.execute("SELECT pg_export_snapshot(), pg_current_wal_lsn()::text, "
+                                    "pg_current_snapshot()::text").fetchone()
+        except Exception as exc:
+            self.close()
+            raise TerminalError(f"{self.where()}: cannot export a snapshot ({_first_line(exc)}); the source must be "
+                                "a PostgreSQL primary (not a standby)") from None
+        self.snapshot_id, self.lsn, self.visibility = str(row[0]), lsn_to_int(str(row[1])), str(row[2])
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()  # ends the exporting transaction (read only: nothing to commit)
+            finally:
+                self.conn = None
+
+    def query(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+        return list(self.conn.execute(sql, params).fetchall())
+
+    def columns(self) -> list[SourceColumn]:
+        rows = self.query(
+            "SELECT a.attname, format_type(a.atttypid, a.atttypmod), t.typtype, a.attnotnull "
+            "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+            "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+            (qualified(self.cfg.source_table),)) if self.exists() else []
+        if not rows:
+            raise TerminalError(f"{self.where()}: the source table does not exist or has no columns; fix "
+                                "bootstrap.source_table (schema.table)")
+        return [SourceColumn(str(n), str(t), str(k), bool(nn)) for n, t, k, nn in rows]
+
+    def exists(self) -> bool:
+        return bool(self.query("SELECT to_regclass(%s) IS NOT NULL", (qualified(self.cfg.source_table),))[0][0])
+
+    def primary_key(self) -> list[str]:
+        rows = self.query(
+            "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+            "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisprimary "
+            "ORDER BY array_position(i.indkey::int2[], a.attnum)", (qualified(self.cfg.source_table),))
+        return [str(r[0]) for r in rows]
+
+    def bounds(self, column: str) -> tuple[int | None, int | None]:
+        row = self.query(f"SELECT min({quote_pg(column)})::bigint, max({quote_pg(column)})::bigint "
+                         f"FROM {qualified(self.cfg.source_table)}")[0]
+        return row[0], row[1]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,227 @@
+"""JDBC bootstrap end to end against a real PostgreSQL server: rows written, updated and deleted; a bootstrap (the
+real CLI, a Spark JDBC read inside an exported snapshot) while more changes commit; more changes after; Debezium
+events for every change, stamped with what the server reported (transaction id, WAL positions), produced to the
+local broker from offset 0; micro-batches from offset 0 never show a state older than the bootstrap and end equal to
+``SELECT * FROM`` the source table. Plus a crash during the bootstrap and reruns (refused without --replace)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cdc.bootstrap_types import lsn_to_int
+from tests.conftest import unique
+from tests.integration import events
+from tests.integration.cli import REPO, cli_env, kill_group, summary_of
+
+pytestmark = pytest.mark.integration
+
+BOOTSTRAP = REPO / "jobs" / "bootstrap.py"
+SOURCE_FIELDS = [("connector", "string", False), ("lsn", "int64", True), ("txId", "int64", True),
+                 ("sequence", "string", True), ("ts_ms", "int64", False)]
+
+
+def value_schema() -> dict:
+    schema = events.value_schema()
+    source = {"type": "struct", "name": "io.debezium.connector.postgresql.Source", "optional": False,
+              "fields": [{"type": t, "optional": o, "field": f} for f, t, o in SOURCE_FIELDS], "field": "source"}
+    return {**schema, "fields": [source if f["field"] == "source" else f for f in schema["fields"]]}
+
+
+def pg_event(op: str, row: dict, lsn: int, last_commit: int, txid: int) -> tuple[bytes, bytes]:
+    """A Debezium PostgreSQL change event: ``source.sequence`` = [last commit LSN before the transaction, LSN]."""
+    source = {"connector": "postgresql", "lsn": lsn, "txId": txid,
+              "sequence": json.dumps([str(last_commit), str(lsn)]), "ts_ms": 1700000000000}
+    payload = {"before": row if op == "d" else None, "after": None if op == "d" else row, "source": source,
+               "op": op, "ts_ms": source["ts_ms"] + 5}
+    key = json.dumps({"schema": events.KEY_SCHEMA, "payload": {"id": row["id"]}}).encode()
+    return key, json.dumps({"schema": value_schema(), "payload": payload}).encode()
+
+
+def position(event: tuple[bytes, bytes]) -> list[int]:
+    """The (last commit LSN, LSN) ordering position of an event ``pg_event`` built."""
+    source = json.loads(event[1])["payload"]["source"]
+    return [int(json.loads(source["sequence"])[0]), source["lsn"]]
+
+
+class Source:
+    """The source table ``public.customers`` and the Debezium events of every transaction run through ``tx``."""
+
+    def __init__(self, pg, db: str):
+        self.conn = pg.connect(db)
+        self.conn.execute("CREATE TABLE public.customers (id int PRIMARY KEY, name text, bio text)")
+        self.last_commit = self.lsn()
+
+    def lsn(self) -> int:
+        return lsn_to_int(self.conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0])
+
+    def tx(self, *changes: tuple) -> list[tuple[bytes, bytes]]:
+        """Run ``(op, id[, name, bio])`` changes in one transaction; their events, as Debezium streams them."""
+        out = []
+        with self.conn.transaction():
+            xid = int(self.conn.execute("SELECT pg_current_xact_id()::text").fetchone()[0])
+            for op, cid, *rest in changes:
+                if op == "c":
+                    self.conn.execute("INSERT INTO customers VALUES (%s, %s, %s)", (cid, *rest))
+                    row = {"id": cid, "name": rest[0], "bio": rest[1]}
+                elif op == "u":
+                    self.conn.execute("UPDATE customers SET name = %s, bio = %s WHERE id = %s", (*rest, cid))
+                    row = {"id": cid, "name": rest[0], "bio": rest[1]}
+                else:
+                    name, bio = self.conn.execute("DELETE FROM customers WHERE id = %s RETURNING name, bio",
+                                                  (cid,)).fetchone()
+                    row = {"id": cid, "name": name, "bio": bio}
+                out.append((op, row, self.lsn()))
+        commit = self.lsn()
+        evs = [pg_event(op, row, lsn, self.last_commit, xid) for op, row, lsn in out]
+        self.last_commit = commit
+        return evs
+
+    def rows(self) -> dict[int, tuple]:
+        return {r[0]: (r[1], r[2]) for r in self.conn.execute("SELECT id, name, bio FROM customers").fetchall()}
+
+
+def write_config(path: Path, broker, warehouse, pg, db: str, topic: str, meta: str, target: str) -> Path:
+    import yaml
+
+    path.write_text(yaml.safe_dump({
+        "pipeline": "tests", "kafka": {"bootstrap.servers": broker.bootstrap}, "format": "json",
+        "catalog": {"name": "lake", "type": "hadoop", "warehouse": str(warehouse)}, "metadata_namespace": meta,
+        "batch": {"read_timeout_seconds": 20}, "spark": {"spark.sql.shuffle.partitions": "2"},
+        "tables": [{"topic": topic, "target": target, "bootstrap": {
+            "jdbc_url": pg.jdbc_url_for(db), "user": "postgres", "password": "${CDC_TEST_PG_PASSWORD:-}",
+            "source_table": "public.customers", "num_partitions": 3, "fetch_size": 2}}]}))
+    return path
+
+
+def start_bootstrap(config: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    cmd = [sys.executable, str(BOOTSTRAP), "--config", str(config), "--master", "local[2]", *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(env),
+                            cwd=str(REPO), start_new_session=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 400) -> subprocess.CompletedProcess:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        kill_group(proc)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def wait_for_snapshot(pg, db: str, proc: subprocess.Popen, timeout: float = 300) -> None:
+    """Until the bootstrap holds its exported snapshot open (its session idles inside the transaction)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pg.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'cdc-bootstrap' "
+                      "AND state = 'idle in transaction' AND datname = %s", (db,))[0][0]:
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"bootstrap ended early: {proc.communicate()}")
+        time.sleep(0.2)
+    raise AssertionError("the bootstrap never opened its snapshot")
+
+
+@pytest.fixture
+def setup(tmp_path, postgres, broker, warehouse):
+    db = unique("db")
+    postgres.create_database(db)
+    topic = unique("dbserver1.public.customers_")
+    broker.create_topic(topic, partitions=2)
+    target = f"{unique('t')}.customers"
+    config = write_config(tmp_path / "p.yaml", broker, warehouse, postgres, db, topic, unique("meta"), target)
+    return db, topic, target, config, Source(postgres, db)
+
+
+def table_rows(spark, target: str) -> dict[int, tuple]:
+    spark.catalog.refreshTable(f"lake.{target}")
+    return {r["id"]: (r["name"], r["bio"]) for r in spark.table(f"lake.{target}").collect()}
+
+
+def produce(broker, topic: str, records) -> None:
+    """Keyed like Debezium (one key → one partition)."""
+    for k, v in records:
+        events.produce(broker.bootstrap, topic, [(k, v)], partition=json.loads(k)["payload"]["id"] % 2)
+
+
+def test_bootstrap_then_kafka_from_offset_zero_loses_and_regresses_nothing(setup, postgres, broker, spark):
+    db, topic, target, config, src = setup
+    before = []
+    before += src.tx(*[("c", i, f"n{i}", f"b{i}") for i in range(1, 7)])
+    before += src.tx(("u", 2, "n2-v2", "b2-v2"))
+    before += src.tx(("d", 3))
+    before += src.tx(("c", 7, "n7", "b7"))  # inserted and deleted before the bootstrap: must never appear
+    before += src.tx(("d", 7))
+    before += src.tx(("u", 4, "n4-v2", "b4"), ("u", 5, "n5-v2", "b5"))
+    before += src.tx(("u", 4, "n4-v3", "b4-v3"))
+    produce(broker, topic, before)
+    at_snapshot = src.rows()
+
+    proc = start_bootstrap(config, env={"CDC_PAUSE_AT": "bootstrap_after_snapshot:12"})
+    wait_for_snapshot(postgres, db, proc)
+    during = []  # committed while the bootstrap holds its snapshot: not in it, in the topic before it is scanned
+    during += src.tx(("u", 1, "n1-v2", "b1-v2"))
+    during += src.tx(("d", 2))
+    during += src.tx(("c", 8, "n8", "b8"), ("c", 9, "n9", "b9"))
+    during += src.tx(("d", 9))
+    produce(broker, topic, during)
+    res = finish(proc)
+    assert res.returncode == 0, res.stderr
+    summary = summary_of(res)["tables"][0]
+    assert summary["status"] == "bootstrapped" and summary["rows"] == len(at_snapshot)
+    assert summary["source_position"]["horizon"] == position(before[-1])  # the newest change the snapshot saw
+    assert summary["source_position"]["lsn_number"] >= position(before[-1])[1]
+    assert table_rows(spark, target) == at_snapshot  # the snapshot, not the changes committed during the read
+
+    after = src.tx(("u", 5, "n5-v3", "b5-v3"))
+    after += src.tx(("c", 7, "n7-again", "b7-again"))  # a key deleted before the bootstrap comes back later
+    after += src.tx(("d", 4))
+    produce(broker, topic, after)
+
+    from cdc.config import load_config
+    from cdc.run import run_batch
+
+    cfg = load_config(config).with_batch(max_records_per_partition=5)
+    for _ in range(20):  # small batches from offset 0: never older than the bootstrap, never a dead key
+        out = run_batch(spark, cfg, list(cfg.tables))["tables"][0]
+        rows = table_rows(spark, target)
+        assert 3 not in rows and (7 not in rows or rows[7] == ("n7-again", "b7-again")), rows
+        assert rows.get(4) in (("n4-v3", "b4-v3"), None) and rows.get(5) != ("n5", "b5"), rows
+        if out["status"] == "empty":
+            break
+    assert table_rows(spark, target) == src.rows()
+    ledger = spark.sql(f"SELECT mode, status, `partition`, truncate_barrier FROM lake.{cfg.metadata_namespace}.ledger "
+                       "WHERE mode = 'bootstrap'").collect()
+    assert [(r["mode"], r["status"], r["partition"]) for r in ledger] == [("bootstrap", "committed", -1)]
+
+
+@pytest.fixture
+def small_setup(setup, broker):
+    db, topic, target, config, src = setup
+    produce(broker, topic, src.tx(*[("c", i, f"n{i}", f"b{i}") for i in range(1, 5)]))
+    return setup
+
+
+def test_crash_leaves_target_untouched_rerun_and_replace(small_setup, spark):
+    db, topic, target, config, src = small_setup
+    killed = finish(start_bootstrap(config, env={"CDC_KILL_AT": "bootstrap_after_stage"}))
+    assert killed.returncode == -9, killed.stderr
+    assert not spark.catalog.tableExists(f"lake.{target}")  # staged only: the target was never touched
+
+    ok = finish(start_bootstrap(config, "--table", target))
+    assert ok.returncode == 0, ok.stderr
+    assert table_rows(spark, target) == src.rows()
+
+    src.tx(("u", 1, "changed", "changed"))
+    refused = finish(start_bootstrap(config))
+    assert refused.returncode == 2 and "--replace" in refused.stderr and "password" not in refused.stderr.lower()
+    assert table_rows(spark, target)[1] == ("n1", "b1")
+
+    replaced = finish(start_bootstrap(config, "--replace"))
+    assert replaced.returncode == 0, replaced.stderr
+    assert table_rows(spark, target) == src.rows()

@@ -1,0 +1,196 @@
+"""The pure parts of the JDBC bootstrap: config, JDBC→Iceberg types (against the Debezium path's decoders, column by
+column), LSNs, snapshot visibility, the source connection, the ledger row and the jar set."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from cdc.bootstrap_config import BootstrapConfig
+from cdc.bootstrap_horizon import Visibility, seen_position
+from cdc.bootstrap_source import conninfo, qualified, session_init, split_table
+from cdc.bootstrap_types import arrow_type_of, column_read, lsn_to_int
+from cdc.config import parse_config
+from cdc.decode.json import JsonDecoder
+from cdc.errors import ConfigError, TerminalError
+from cdc.ledger_model import BOOTSTRAP_MODE, bootstrap_horizon, bootstrap_row, committed_cursor
+
+BASE = {"pipeline": "p", "kafka": {"bootstrap.servers": "k:9092"}, "format": "json",
+        "catalog": {"name": "lake", "type": "hadoop", "warehouse": "/tmp/w"}}
+
+
+def table_cfg(bootstrap, env=None):
+    return parse_config({**BASE, "tables": [{"topic": "t", "target": "ns.t", "bootstrap": bootstrap}]}, "p.yaml",
+                        env or {}).tables[0]
+
+
+# ---- config -----------------------------------------------------------------------------------------------------
+def test_config_defaults_env_secrets_and_repr() -> None:
+    t = table_cfg({"jdbc_url": "jdbc:postgresql://db:5432/inv", "user": "${U}", "password": "${PW}",
+                   "source_table": "public.customers"}, {"U": "app", "PW": "s3cret"})
+    b = t.bootstrap
+    assert (b.user, b.password, b.split_column, b.num_partitions, b.fetch_size) == ("app", "s3cret", "", 4, 10000)
+    assert "s3cret" not in repr(b) and "s3cret" not in repr(t) and "app" not in repr(b)
+    assert table_cfg(None).bootstrap is None
+
+
+@pytest.mark.parametrize("raw, key", [
+    ({"source_table": "t"}, "bootstrap.jdbc_url"),
+    ({"jdbc_url": "jdbc:mysql://h/db", "source_table": "t"}, "bootstrap.jdbc_url"),
+    ({"jdbc_url": "jdbc:postgresql://h/db"}, "bootstrap.source_table"),
+    ({"jdbc_url": "jdbc:postgresql://h/db", "source_table": "a b"}, "bootstrap.source_table"),
+    ({"jdbc_url": "jdbc:postgresql://h/db", "source_table": "t", "fetch_size": 0}, "bootstrap.fetch_size"),
+    ({"jdbc_url": "jdbc:postgresql://h/db", "source_table": "t", "num_partitions": "4"}, "bootstrap.num_partitions"),
+    ({"jdbc_url": "jdbc:postgresql://h/db", "source_table": "t", "pasword": "x"}, "bootstrap.pasword"),
+    ("jdbc:postgresql://h/db", "bootstrap"),
+])
+def test_config_errors_name_the_key(raw, key) -> None:
+    with pytest.raises(ConfigError, match=f"p.yaml: key 'tables\\[0\\].{key}'"):
+        table_cfg(raw)
+
+
+def test_missing_env_secret_is_a_config_error_without_value() -> None:
+    with pytest.raises(ConfigError, match="PGPASSWORD is not set"):
+        table_cfg({"jdbc_url": "jdbc:postgresql://h/db", "source_table": "t", "password": "${PGPASSWORD}"})
+
+
+def test_pipeline_with_a_bootstrap_table_needs_the_postgresql_driver() -> None:
+    from cdc import jars
+
+    cfg = parse_config({**BASE, "tables": [{"topic": "t", "target": "ns.t", "bootstrap": {
+        "jdbc_url": "jdbc:postgresql://h/db", "source_table": "t"}}]})
+    assert jars.POSTGRESQL_JDBC in jars.for_config(cfg)
+    plain = parse_config({**BASE, "tables": [{"topic": "t", "target": "ns.t"}]})
+    assert jars.POSTGRESQL_JDBC not in jars.for_config(plain)
+
+
+# ---- types: the same Iceberg column as the Debezium path, column by column ----------------------------------------
+def _decimal(p, s):
+    return {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "version": 1,
+            "parameters": {"scale": str(s), "connect.decimal.precision": str(p)}}
+
+
+VSD = {"type": "struct", "name": "io.debezium.data.VariableScaleDecimal", "fields": [
+    {"type": "int32", "optional": False, "field": "scale"}, {"type": "bytes", "optional": False, "field": "value"}]}
+# PostgreSQL type → the Connect schema Debezium's PostgreSQL connector gives it (default handling modes)
+DEBEZIUM = {
+    "smallint": {"type": "int16"}, "integer": {"type": "int32"}, "bigint": {"type": "int64"},
+    "real": {"type": "float"}, "double precision": {"type": "double"}, "boolean": {"type": "boolean"},
+    "bit(1)": {"type": "boolean"},
+    "text": {"type": "string"}, "character varying(20)": {"type": "string"}, "character(3)": {"type": "string"},
+    "bytea": {"type": "bytes"},
+    "numeric(10,2)": _decimal(10, 2), "numeric(38,0)": _decimal(38, 0), "numeric": VSD,
+    "date": {"type": "int32", "name": "io.debezium.time.Date"},
+    "time(3) without time zone": {"type": "int32", "name": "io.debezium.time.Time"},
+    "time without time zone": {"type": "int64", "name": "io.debezium.time.MicroTime"},
+    "timestamp(3) without time zone": {"type": "int64", "name": "io.debezium.time.Timestamp"},
+    "timestamp without time zone": {"type": "int64", "name": "io.debezium.time.MicroTimestamp"},
+    "timestamp with time zone": {"type": "string", "name": "io.debezium.time.ZonedTimestamp"},
+    "time with time zone": {"type": "string", "name": "io.debezium.time.ZonedTime"},
+    "json": {"type": "string", "name": "io.debezium.data.Json"},
+    "jsonb": {"type": "string", "name": "io.debezium.data.Json"},
+    "uuid": {"type": "string", "name": "io.debezium.data.Uuid"},
+    "xml": {"type": "string", "name": "io.debezium.data.Xml"},
+    "integer[]": {"type": "array", "items": {"type": "int32", "optional": True}},
+    "text[]": {"type": "array", "items": {"type": "string", "optional": True}},
+}
+
+
+def debezium_columns() -> dict[str, pa.DataType]:
+    """The row columns the Debezium path's JSON decoder resolves for one event with every type above."""
+    fields = [{**schema, "optional": True, "field": f"c{i}"} for i, schema in enumerate(DEBEZIUM.values())]
+    envelope = {"type": "struct", "name": "s.public.t.Envelope", "optional": False, "fields": [
+        {"type": "struct", "name": "s.public.t.Value", "optional": True, "fields": fields, "field": "before"},
+        {"type": "struct", "name": "s.public.t.Value", "optional": True, "fields": fields, "field": "after"},
+        {"type": "struct", "name": "io.debezium.connector.postgresql.Source", "optional": False, "field": "source",
+         "fields": [{"type": "string", "optional": False, "field": "connector"},
+                    {"type": "int64", "optional": True, "field": "lsn"}]},
+        {"type": "string", "optional": False, "field": "op"}]}
+    value = json.dumps({"schema": envelope, "payload": {"before": None, "after": {f["field"]: None for f in fields},
+                                                        "source": {"connector": "postgresql", "lsn": 1}, "op": "c"}})
+    cols = JsonDecoder("t", "__debezium_unavailable_value").resolve_columns([(None, value.encode())])
+    return {c.name: c.arrow_type for c in cols}
+
+
+@pytest.mark.parametrize("i, pg_type", list(enumerate(DEBEZIUM)))
+def test_jdbc_type_matches_the_debezium_path(i: int, pg_type: str) -> None:
+    assert arrow_type_of(pg_type) == debezium_columns()[f"c{i}"], pg_type
+
+
+def test_enum_is_a_string_and_unmapped_types_are_refused_naming_the_column() -> None:
+    assert arrow_type_of("mood", "e") == pa.string()
+    for pg_type in ("interval", "money", "point", "numeric(40,2)", "interval[]"):
+        with pytest.raises(TerminalError, match=r"bootstrap of public.t: column 'c' has type"):
+            column_read("c", pg_type, "b", "public.t")
+
+
+def test_reads_avoid_time_zones_and_odd_jdbc_types() -> None:
+    assert column_read("d", "date").select == "(\"d\" - DATE '1970-01-01') AS \"d\""
+    assert column_read("d", "date").convert == "date_from_unix_date(`d`) AS `d`"
+    assert "EXTRACT(EPOCH FROM \"t\")" in column_read("t", "timestamp with time zone").select
+    assert column_read("t", "timestamp with time zone").convert == "timestamp_micros(`t`) AS `t`"
+    assert column_read("t", "timestamp(6) without time zone").convert == "CAST(`t` AS TIMESTAMP_NTZ) AS `t`"
+    assert column_read("u", "uuid").select == "\"u\"::text AS \"u\""
+    assert column_read("n", "numeric").convert == "CAST(`n` AS DECIMAL(38,10)) AS `n`"
+    assert column_read('we"ird', "text").select == '"we""ird" AS "we""ird"'
+
+
+# ---- positions and snapshot visibility ----------------------------------------------------------------------------
+def test_lsn_text_to_number() -> None:
+    assert lsn_to_int("0/1A2B3C") == 0x1A2B3C and lsn_to_int("16/B374D848") == 0x16B374D848
+    with pytest.raises(ValueError):
+        lsn_to_int("garbage")
+
+
+def test_visibility_of_transaction_ids() -> None:
+    vis = Visibility.parse("748:752:748,750")
+    assert (vis.xmin, vis.xmax, vis.xip) == (748, 752, frozenset({748, 750}))
+    assert [vis.sees(x) for x in (700, 747, 748, 749, 750, 751, 752, 900)] == [
+        True, True, False, True, False, True, False, False]
+    assert Visibility.parse("5:5:").xip == frozenset()
+    wrapped = Visibility.parse(f"{(1 << 32) + 10}:{(1 << 32) + 20}:")  # epoch 1; Debezium sends 32-bit ids
+    assert wrapped.sees(5) and not wrapped.sees(25) and wrapped.sees(2 ** 32 - 5)
+
+
+def test_seen_position_needs_a_transaction_id() -> None:
+    vis = Visibility.parse("10:12:11")
+    assert seen_position(vis, {"txId": 9}, (1, 2)) == (1, 2)
+    assert seen_position(vis, {"txId": 11}, (1, 2)) is None
+    assert seen_position(vis, {}, (1, 2)) is None and seen_position(vis, {"txId": "x"}, (1, 2)) is None
+
+
+# ---- source connection --------------------------------------------------------------------------------------------
+def test_conninfo_from_jdbc_url() -> None:
+    info = conninfo("jdbc:postgresql://db.example:6543/inv?sslmode=require&user=u", "", "pw")
+    assert info == {"host": "db.example", "port": 6543, "dbname": "inv", "application_name": "cdc-bootstrap",
+                    "sslmode": "require", "user": "u", "password": "pw"}
+    assert conninfo("jdbc:postgresql://h/d", "app")["port"] == 5432
+
+
+def test_table_names_and_session_init() -> None:
+    assert split_table("customers") == ("public", "customers")
+    assert split_table('"My Schema"."Odd.Name"') == ("My Schema", "Odd.Name")
+    assert qualified("s.t") == '"s"."t"'
+    assert session_init("00000003-00000002-1") == ("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; "
+                                                   "SET TRANSACTION SNAPSHOT '00000003-00000002-1'")
+    with pytest.raises(ValueError):
+        session_init("1'; DROP TABLE x; --")
+
+
+# ---- ledger -------------------------------------------------------------------------------------------------------
+def test_bootstrap_row_has_the_horizon_and_never_moves_the_cursor() -> None:
+    row = bootstrap_row("p", "ns.t", "topic", 7, (100, 105), 42, 9, "run", "host:1:2", {"read": 1.23456})
+    assert (row["mode"], row["status"], row["partition"], row["inserted"]) == (BOOTSTRAP_MODE, "committed", -1, 42)
+    assert json.loads(row["truncate_barrier"]) == [100, 105] and row["max_position"] is None
+    incremental = {**row, "mode": "incremental", "batch_id": 6, "partition": 0, "end_offset": 50,
+                   "truncate_barrier": None}
+    assert committed_cursor([incremental, row], "ns.t") == {"topic": {0: 50}}
+    assert bootstrap_horizon([incremental, row], "ns.t") == (100, 105)
+    assert bootstrap_horizon([incremental], "ns.t") is None
+    assert bootstrap_row("p", "ns.t", "topic", 7, None, 0, None, "r", "o", {})["truncate_barrier"] is None
+
+
+def test_bootstrap_config_dialect() -> None:
+    assert BootstrapConfig("jdbc:postgresql://h/d", "t").dialect == "postgresql"
