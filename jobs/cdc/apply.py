@@ -14,6 +14,8 @@ from typing import Any, Sequence
 from cdc.decode.model import Column
 from cdc.faults import checkpoint
 from cdc.layout import align
+from cdc.modes import ModeSpec
+from cdc.modes.runner import apply_append, apply_scd2, check_mode
 from cdc.merge import (MergeSpec, changes_sql, classify_sql, merge_target_sql, merge_tombstones_sql,
                        moved_toast_sql, newest_sql, truncate_sql)
 from cdc.sql import tuple_cmp_literal
@@ -37,7 +39,11 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
                 ordering: Sequence[str], delete_mode: str, previous_barrier: tuple[int, ...] | None,
                 stats: BatchStats, compacted: bool = False,
                 epochs: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] | None = None,
-                layout: TableLayout | None = None) -> ApplyResult:
+                layout: TableLayout | None = None, write_mode: str = "upsert",
+                track_columns: Sequence[str] = ()) -> ApplyResult:
+    check_mode(spark, names.target, write_mode)
+    if write_mode != "upsert":  # append (changelog) / scd2 (history): cdc.modes
+        return apply_mode(spark, names, batch_id, row_columns, key, ordering, write_mode, track_columns, stats, epochs)
     soft = delete_mode == "soft"
     key_cols = [c for c in row_columns if c.name in key]
     ensure_target(spark, names.target, row_columns, key, ordering, soft, layout)
@@ -83,6 +89,25 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
         deleted=actions.get("delete", 0) + truncated, skipped=actions.get("skip", 0), truncated=truncated,
         snapshot_id=current_snapshot(spark, names.target), barrier=own,
     )
+
+
+def apply_mode(spark: Any, names: TableNames, batch_id: int, row_columns: Sequence[Column], key: Sequence[str],
+               ordering: Sequence[str], write_mode: str, track_columns: Sequence[str], stats: BatchStats,
+               epochs: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] | None) -> ApplyResult:
+    spec = ModeSpec(target=names.target, staging=names.staging, batch_id=batch_id, key=tuple(key),
+                    columns=tuple(c.name for c in row_columns), ordering=tuple(ordering),
+                    toast_columns=stats.toast_columns, log=names.changes, track_columns=tuple(track_columns))
+    point = lambda p: checkpoint(p)  # noqa: E731 - looked up per call (tests replace cdc.apply.checkpoint)
+    if write_mode == "append":
+        counts = apply_append(spark, spec, row_columns, point)
+    else:
+        counts = apply_scd2(spark, spec, row_columns, stats.truncate is not None, point)
+    if epochs and epochs != target_epochs(spark, names.target):
+        raw = json.dumps([[e, [list(s) for s in starts]] for e, starts in epochs])
+        spark.sql(f"ALTER TABLE {names.target} SET TBLPROPERTIES ('{EPOCHS_PROPERTY}' = '{raw}')")
+    return ApplyResult(inserted=counts.get("insert", 0), updated=counts.get("update", 0),
+                       deleted=counts.get("delete", 0), skipped=0, truncated=0,
+                       snapshot_id=current_snapshot(spark, names.target), barrier=stats.truncate)
 
 
 def current_snapshot(spark: Any, table: str) -> int | None:

@@ -58,6 +58,9 @@ BATCH_ID = "__batch_id"
 INGESTED_AT = "__ingested_at"
 DELETED = "__deleted"  # soft-delete mode only (Iceberg reserves ``_deleted``)
 TARGET_FIXED = (OP, SOURCE_TS_MS, KAFKA_PARTITION, KAFKA_OFFSET, BATCH_ID, INGESTED_AT)
+# write_mode scd2 (cdc.modes): the version's validity (source.ts_ms of the changes that start / end it)
+VALID_FROM, VALID_TO, IS_CURRENT = "__valid_from", "__valid_to", "__is_current"
+SCD2_FIXED = (VALID_FROM, VALID_TO, IS_CURRENT)
 
 # ---- staging (one row per Kafka record) ------------------------------------------------------------------------------
 TOPIC, PARTITION, OFFSET, KIND = "__topic", "__partition", "__offset", "__kind"
@@ -115,7 +118,8 @@ def position_columns(ordering: Sequence[str], staged: bool) -> tuple[str, ...]:
 
 def is_meta(name: str) -> bool:
     """Is ``name`` a column the job adds to a target table (never a source column)?"""
-    return (name in TARGET_FIXED or name in (DELETED, EPOCH) or name in POSTGRES_COMMIT_ORDERING
+    return (name in TARGET_FIXED or name in (DELETED, EPOCH) or name in SCD2_FIXED
+            or name in POSTGRES_COMMIT_ORDERING
             or name in MYSQL_ORDERING or name in SQLSERVER_ORDERING or name in ORACLE_ORDERING
             or name in MONGODB_ORDERING or name.startswith(EXPLICIT_PREFIX))
 

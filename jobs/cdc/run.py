@@ -258,7 +258,7 @@ class TableRun:
             with commit_properties(self.spark, summary):  # cdc.batch-id etc. in the target's snapshot summaries
                 applied = apply_batch(self.spark, self.names, batch_id, row_cols, key, ordering.columns,
                                       self.t.delete_mode, previous, stats, self.compacted(result), ordering.epochs,
-                                      layout=self.t.layout)
+                                      layout=self.t.layout, **self.write_mode(result, key))
         checkpoint("before_commit")
         with phase(result, "commit"):
             counts = {"inserted": applied.inserted, "updated": applied.updated, "deleted": applied.deleted}
@@ -271,6 +271,15 @@ class TableRun:
         result.snapshot_id = applied.snapshot_id
         result.status = "committed"
         progress.batch_committed(result)
+
+    def write_mode(self, result: TableResult, key: tuple[str, ...]) -> dict[str, Any]:
+        """``write_mode`` / ``track_columns`` for ``apply_batch``; a keyless table is append, with a warning."""
+        from cdc.modes.runner import effective_mode, keyless_warning
+
+        if not key:
+            result.warnings.append(keyless_warning(self.t.target, self.t.topic))
+        mode = effective_mode(self.t.write_mode, key, self.t.target, self.cfg.source_path)
+        return {"write_mode": mode, "track_columns": self.t.track_columns}
 
     def compacted(self, result: TableResult) -> bool:
         """Is the topic compacted (Kafka tombstones delete keys)? ``tables[].compacted``, else the topic's
@@ -291,8 +300,9 @@ class TableRun:
         from cdc.decode.factory import make_decoder
 
         decoder = make_decoder(self.cfg, self.t)
+        keyless = not self.t.primary_key and self.t.write_mode in (None, "append")  # keyless records may sample
         samples = read_samples(self.cfg.kafka, self.t.topic, ranges, timeout=self.cfg.batch.read_timeout_seconds,
-                               usable=lambda k, v: k is not None and bool(decoder.record_columns(k, v)))
+                               usable=lambda k, v: (k is not None or keyless) and bool(decoder.record_columns(k, v)))
         target_cols = existing_columns(self.spark, self.names.target)
         existing = row_columns(target_cols)
         from cdc import evolution
@@ -309,7 +319,11 @@ class TableRun:
             raise evolution.evolution_error(self.t.target, self.t.topic, exc, where) from None
         key = self.t.primary_key or tuple(c.name for c in decoder.key_columns(samples)) or self.known_key()
         missing = [k for k in key if k not in {c.name for c in cols}]
-        if not key or missing:
+        if not key:  # keyless: append mode (cdc.modes), refused for upsert / scd2
+            from cdc.modes.runner import effective_mode
+
+            effective_mode(self.t.write_mode, key, self.t.target, self.cfg.source_path)
+        if missing:
             raise ConfigError(
                 f"{self.cfg.source_path}: table {self.t.target}: primary key {list(key)} "
                 f"{'is empty' if not key else f'has columns {missing} that are not in the row'}; set primary_key "

@@ -16,8 +16,8 @@ import pyarrow as pa
 from cdc.config import PipelineConfig, TableConfig
 from cdc.decode.model import Column
 from cdc.layout import staging_columns, target_meta, tombstone_columns
-from cdc.ledger_model import (DEAD_LETTER_COLUMNS, LEDGER_COLUMNS, ddl_of, dead_letters_identifier, ledger_identifier,
-                              staging_identifier, tombstones_identifier)
+from cdc.ledger_model import (DEAD_LETTER_COLUMNS, LEDGER_COLUMNS, changes_identifier, ddl_of,
+                              dead_letters_identifier, ledger_identifier, staging_identifier, tombstones_identifier)
 from cdc.sql import lit, q
 from cdc.table_layout import (REQUIRED_PROPERTIES, TableLayout, partition_changes, partitioning_of,
                                property_changes, sort_order_text)
@@ -40,6 +40,7 @@ class TableNames:
     tombstones: str
     ledger: str
     dead_letters: str
+    changes: str = ""  # write_mode scd2: the change log the versions are computed from (cdc.modes)
 
 
 def names(cfg: PipelineConfig, table: TableConfig) -> TableNames:
@@ -50,6 +51,7 @@ def names(cfg: PipelineConfig, table: TableConfig) -> TableNames:
         tombstones=f"{cat}.{tombstones_identifier(meta, table.target)}",
         ledger=f"{cat}.{ledger_identifier(meta)}",
         dead_letters=f"{cat}.{dead_letters_identifier(meta)}",
+        changes=f"{cat}.{changes_identifier(meta, table.target)}",
     )
 
 

@@ -1,0 +1,105 @@
+"""``write_mode: append`` (changelog) as SQL built by pure functions.
+
+One target row per distinct change event: the row image (``after`` for c/r/u, ``before`` for d; a truncate is one
+row with ``__op = 't'`` and no row values), ``__op``, the ordering columns, ``__source_ts_ms``, ``__kafka_partition``,
+``__kafka_offset``, ``__batch_id``, ``__ingested_at``.
+
+Identity (``identity_sql``): key + source position (ordering columns) + op, so a redelivery or replay (same change,
+another Kafka offset) is the same change; a keyless table's records by Kafka partition + offset. Steps:
+
+1. ``batch_changes_sql``: the batch's changes, one per identity (the first Kafka copy: lowest partition, offset).
+2. ``fill_toast_sql`` (batches with TOAST placeholders): an unavailable column takes the value of the key's newest
+   *older* change that had it (c/r/u, never a delete image), from the batch or the table; unknown stays NULL.
+3. ``new_changes_sql``: those not in the table yet (the count of inserted rows), then ``merge_sql`` inserts them
+   (``WHEN NOT MATCHED THEN INSERT``: a rerun after a crash, or a late writer, inserts nothing twice).
+"""
+
+from __future__ import annotations
+
+from cdc.layout import (BATCH_ID, INGESTED_AT, KAFKA_OFFSET, KAFKA_PARTITION, OFFSET, OP, PARTITION, SOURCE_TS_MS,
+                        UNAVAILABLE)
+from cdc.modes import ModeSpec
+from cdc.sql import key_join, lit, q
+
+CHANGE_OPS = ("c", "u", "d", "r", "t")
+
+
+def change_columns(spec: ModeSpec) -> tuple[str, ...]:
+    """Columns of a change row (staging names): row image, ordering, op, Kafka position, source time, TOAST list."""
+    return (*spec.columns, *spec.ordering, OP, PARTITION, OFFSET, SOURCE_TS_MS, UNAVAILABLE)
+
+
+def batch_changes_sql(spec: ModeSpec) -> str:
+    """The batch's change events, truncates included, one per identity (keyless: every record is its own)."""
+    sel = ", ".join(q(c) for c in change_columns(spec))
+    ops = ", ".join(lit(o) for o in CHANGE_OPS)
+    base = (f"SELECT {sel} FROM {spec.staging} WHERE batch_id = {int(spec.batch_id)} AND __kind = 'change' "
+            f"AND __op IN ({ops})")
+    if not spec.key:
+        return base
+    ident = ", ".join(q(c) for c in (*spec.key, *spec.ordering, OP))
+    return (f"SELECT {sel} FROM (SELECT *, row_number() OVER (PARTITION BY {ident} ORDER BY `__partition`, "
+            f"`__offset`) AS `__rn` FROM ({base})) WHERE `__rn` = 1")
+
+
+def identity_sql(spec: ModeSpec, t: str, s: str, t_staged: bool = False) -> str:
+    """Change ``s`` (staging names) is the change ``t`` holds (target names, or staging names with ``t_staged``)."""
+    part, off = (PARTITION, OFFSET) if t_staged else (KAFKA_PARTITION, KAFKA_OFFSET)
+    if not spec.key:
+        return f"{t}.{q(part)} = {s}.`__partition` AND {t}.{q(off)} = {s}.`__offset`"
+    same = [f"{t}.{q(c)} <=> {s}.{q(c)}" for c in (*spec.key, *spec.ordering)]
+    return " AND ".join([*same, f"{t}.`__op` = {s}.`__op`"])
+
+
+def carry_sql(col: str) -> str:
+    """``named_struct('v', col)`` of a change that *has* the column's value (not a delete or truncate, not
+    unavailable), else NULL: what ``last(..., true)`` carries forward."""
+    return (f"IF(`__op` IN ('d', 't') OR array_contains(coalesce({q(UNAVAILABLE)}, array()), {lit(col)}), NULL, "
+            f"named_struct('v', {q(col)}))")
+
+
+def fill_toast_sql(spec: ModeSpec, changes: str) -> str:
+    """Unavailable columns from the key's newest older change that had them (batch or table); else NULL."""
+    if not spec.toast_columns or not spec.key:
+        return changes
+    cols = change_columns(spec)
+    keys = ", ".join(q(k) for k in spec.key)
+    asc = ", ".join(q(c) for c in spec.staged_position)
+    stored = [f"t.{q(c)}" for c in (*spec.columns, *spec.ordering, OP)] + [
+        f"t.{q(KAFKA_PARTITION)} AS `__partition`", f"t.{q(KAFKA_OFFSET)} AS `__offset`", f"t.{q(SOURCE_TS_MS)}",
+        f"CAST(NULL AS ARRAY<STRING>) AS {q(UNAVAILABLE)}"]
+    touched = f"SELECT DISTINCT {keys} FROM ({changes}) WHERE {q(spec.key[0])} IS NOT NULL"
+    both = (f"SELECT {', '.join(q(c) for c in cols)}, false AS `__stored` FROM ({changes}) UNION ALL "
+            f"SELECT {', '.join(stored)}, true AS `__stored` FROM {spec.target} t LEFT SEMI JOIN ({touched}) k "
+            f"ON {key_join('t', 'k', spec.key)}")
+    carried = ", ".join(f"last({carry_sql(c)}, true) OVER w AS {q(c + '__carry')}" for c in spec.toast_columns)
+    inner = (f"SELECT *, {carried} FROM ({both}) WINDOW w AS (PARTITION BY {keys} ORDER BY {asc} "
+             "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)")
+    out = []
+    for c in cols:
+        if c in spec.toast_columns:
+            out.append(f"CASE WHEN array_contains(coalesce({q(UNAVAILABLE)}, array()), {lit(c)}) "
+                       f"THEN {q(c + '__carry')}.v ELSE {q(c)} END AS {q(c)}")
+        else:
+            out.append(q(c))
+    return f"SELECT {', '.join(out)} FROM ({inner}) WHERE NOT `__stored`"
+
+
+def new_changes_sql(spec: ModeSpec, changes: str) -> str:
+    """The changes the table does not hold yet."""
+    return f"SELECT s.* FROM ({changes}) s LEFT ANTI JOIN {spec.target} t ON {identity_sql(spec, 't', 's')}"
+
+
+def insert_values(spec: ModeSpec) -> list[tuple[str, str]]:
+    """(target column, value from change ``s``) of an inserted row."""
+    return ([(c, f"s.{q(c)}") for c in (*spec.columns, *spec.ordering)] + [
+        (OP, "s.`__op`"), (SOURCE_TS_MS, f"s.{q(SOURCE_TS_MS)}"), (KAFKA_PARTITION, "s.`__partition`"),
+        (KAFKA_OFFSET, "s.`__offset`"), (BATCH_ID, str(int(spec.batch_id))), (INGESTED_AT, "current_timestamp()")])
+
+
+def merge_sql(spec: ModeSpec, changes: str) -> str:
+    """Insert each change the table does not hold (idempotent; nothing is ever updated or deleted)."""
+    pairs = insert_values(spec)
+    return (f"MERGE INTO {spec.target} t USING ({changes}) s ON {identity_sql(spec, 't', 's')} "
+            f"WHEN NOT MATCHED THEN INSERT ({', '.join(q(c) for c, _ in pairs)}) "
+            f"VALUES ({', '.join(v for _, v in pairs)})")

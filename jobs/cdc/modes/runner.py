@@ -1,0 +1,131 @@
+"""Run the ``append`` / ``scd2`` statements for one staged batch (``cdc.apply.apply_batch`` dispatches here).
+
+Every statement is idempotent for a given staged batch, so a rerun after a crash anywhere gives the same table.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from typing import Any, Callable, Sequence
+
+import pyarrow as pa
+
+from cdc.decode.model import Column
+from cdc.errors import ConfigError
+from cdc.layout import (IS_CURRENT, OFFSET, OP, PARTITION, SOURCE_TS_MS, UNAVAILABLE, VALID_FROM, VALID_TO,
+                        target_meta)
+from cdc.modes import WRITE_MODE_PROPERTY, ModeSpec, append, scd2
+
+Checkpoint = Callable[[str], None]
+
+
+def keyless_warning(target: str, topic: str) -> str:
+    return (f"table {target}: topic {topic} has no message key and no primary_key is configured: ingested in "
+            "append mode (one row per change, identified by partition/offset). Set primary_key (and write_mode) "
+            "for this table to mirror it instead")
+
+
+def effective_mode(write_mode: str | None, key: Sequence[str], target: str, source: str = "the pipeline YAML") -> str:
+    """The write mode of a batch: the configured one; a keyless table is append (refused for upsert/scd2)."""
+    mode = write_mode or ("upsert" if key else "append")
+    if not key and mode != "append":
+        raise ConfigError(f"{source}: table {target}: write_mode {mode} needs a primary key, but the topic has no "
+                          "message key and no primary_key is configured; set primary_key for this table, or "
+                          "write_mode: append")
+    return mode
+
+
+def check_mode(spark: Any, target: str, mode: str) -> None:
+    """A table keeps the write mode it was created with (its layout differs per mode)."""
+    if not spark.catalog.tableExists(target):
+        return
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {target}").collect()}
+    have = props.get(WRITE_MODE_PROPERTY, "upsert")
+    if have != mode:
+        raise ConfigError(f"table {target}: it was created with write_mode {have}, the pipeline now says {mode}; "
+                          f"set write_mode: {have} again, or give this topic a new target table (the old one "
+                          "is kept as it is)")
+
+
+def ensure_table(spark: Any, name: str, columns: Sequence[Column], mode: str | None) -> None:
+    """Create a mode's table (all columns nullable, no identifier fields: keys repeat), or evolve it."""
+    from cdc.tables import ddl, evolve, exists, props_sql
+
+    if not exists(spark, name):
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name.rsplit('.', 1)[0]}")
+        extra = {WRITE_MODE_PROPERTY: mode} if mode else {}
+        spark.sql(f"CREATE TABLE {name} ({ddl(columns)}) USING iceberg TBLPROPERTIES ({props_sql(extra)})")
+        return
+    evolve(spark, name, columns)
+
+
+def nullable(row: Sequence[Column]) -> list[Column]:
+    return [Column(c.name, c.arrow_type, True, c.logical) for c in row]
+
+
+def log_columns(row: Sequence[Column], ordering: Sequence[str]) -> list[Column]:
+    """The scd2 change log: the staged change rows of every batch (raw) with their batch id."""
+    return [*nullable(row), *(Column(c, pa.int64()) for c in ordering), Column(OP, pa.string()),
+            Column(PARTITION, pa.int32()), Column(OFFSET, pa.int64()), Column(SOURCE_TS_MS, pa.int64()),
+            Column(UNAVAILABLE, pa.list_(pa.string())), Column("batch_id", pa.int64())]
+
+
+def scd2_columns(row: Sequence[Column], ordering: Sequence[str]) -> list[Column]:
+    ts = pa.timestamp("us", tz="UTC")
+    return [*nullable(row), Column(VALID_FROM, ts), Column(VALID_TO, ts), Column(IS_CURRENT, pa.bool_()),
+            *target_meta(ordering, soft=False)]
+
+
+def _view(spark: Any, df: Any) -> str:
+    name = f"cdc_mode_{uuid.uuid4().hex[:12]}"
+    df.createOrReplaceTempView(name)
+    return name
+
+
+def apply_append(spark: Any, spec: ModeSpec, row: Sequence[Column], checkpoint: Checkpoint) -> dict[str, int]:
+    ensure_table(spark, spec.target, [*nullable(row), *target_meta(spec.ordering, soft=False)], "append")
+    changes = append.fill_toast_sql(spec, append.batch_changes_sql(spec))
+    new = spark.sql(append.new_changes_sql(spec, changes)).localCheckpoint()
+    inserted = new.count()
+    checkpoint("after_classify")
+    view = _view(spark, new)
+    try:
+        if inserted:
+            spark.sql(append.merge_sql(spec, f"SELECT * FROM {view}"))
+            checkpoint("after_merge")
+    finally:
+        spark.catalog.dropTempView(view)
+    return {"insert": inserted}
+
+
+def apply_scd2(spark: Any, spec: ModeSpec, row: Sequence[Column], truncated: bool,
+               checkpoint: Checkpoint) -> dict[str, int]:
+    missing = [c for c in spec.track_columns if c not in spec.columns]
+    if missing:
+        raise ConfigError(f"table {spec.target}: track_columns {missing} are not columns of the table "
+                          f"(columns: {', '.join(spec.columns)}); fix track_columns in the pipeline YAML")
+    ensure_table(spark, spec.target, scd2_columns(row, spec.ordering), "scd2")
+    ensure_table(spark, spec.log, log_columns(row, spec.ordering), None)
+    spark.sql(scd2.log_merge_sql(spec, append.batch_changes_sql(spec)))
+    checkpoint("after_log")
+    toast = spark.sql(f"SELECT array_distinct(flatten(collect_list({UNAVAILABLE}))) AS u FROM {spec.log} "
+                      f"WHERE {UNAVAILABLE} IS NOT NULL").first()["u"] or []
+    spec = replace(spec, toast_columns=tuple(sorted(c for c in toast if c in spec.columns)))
+    touched = _view(spark, spark.sql(scd2.touched_keys_sql(spec, truncated)).localCheckpoint())
+    actions = None
+    try:
+        versions = scd2.versions_sql(spec, scd2.events_sql(spec, touched))
+        df = spark.sql(scd2.actions_sql(spec, versions, touched)).where("`__action` <> 'same'").localCheckpoint()
+        counts = {r["__action"]: int(r["count"]) for r in df.groupBy("__action").count().collect()}
+        checkpoint("after_classify")
+        actions = _view(spark, df)
+        if counts:
+            spark.sql(scd2.merge_sql(spec, actions))
+            checkpoint("after_merge")
+    finally:
+        for v in (touched, actions):
+            if v:
+                spark.catalog.dropTempView(v)
+    return counts
+

@@ -1,0 +1,165 @@
+"""Write modes end to end (real broker → Spark → Iceberg): ``append`` (changelog), ``scd2`` (history), keyless
+tables. The randomized oracle covers both modes too (test_oracle.py)."""
+
+from __future__ import annotations
+
+from datetime import timezone
+
+import pytest
+
+from tests.integration.events import PLACEHOLDER, pg
+
+pytestmark = pytest.mark.integration
+T0 = 1700000000000  # events.pg: source.ts_ms = T0 + lsn
+
+
+def truncate(lsn: int) -> tuple[None, bytes]:
+    return None, pg("t", None, None, lsn)[1]
+
+
+def changelog(p) -> list[tuple]:
+    """(op, id, name, bio, lsn) of every append row, in position order."""
+    rows = p.spark.sql(f"SELECT __op, id, name, bio, __lsn FROM {p.target} ORDER BY __lsn, id").collect()
+    return [tuple(r) for r in rows]
+
+
+def history(p) -> list[tuple]:
+    """(id, name, bio, valid_from lsn, valid_to lsn, is_current, op) of every version."""
+    rows = p.spark.sql(f"SELECT id, name, bio, __valid_from, __valid_to, __is_current, __op, __lsn FROM {p.target} "
+                       "ORDER BY id, __lsn").collect()
+    out = []
+    for r in rows:
+        start = round(r["__valid_from"].replace(tzinfo=timezone.utc).timestamp() * 1000) - T0
+        end = None if r["__valid_to"] is None else round(
+            r["__valid_to"].replace(tzinfo=timezone.utc).timestamp() * 1000) - T0
+        assert start == r["__lsn"]  # valid_from is source.ts_ms of the starting change
+        out.append((r["id"], r["name"], r["bio"], start, end, r["__is_current"], r["__op"]))
+    return out
+
+
+def row(i: int, name: str, bio: str | None = None) -> dict:
+    return {"id": i, "name": name, "bio": bio}
+
+
+# ---------------------------------------------------------------------------------------------------- append
+
+def test_append_keeps_every_distinct_change_once(make_pipe):
+    p = make_pipe(partitions=2, write_mode="append")
+    c1, u1 = pg("c", 1, row(1, "a", "long"), 10), pg("u", 1, row(1, "a2", PLACEHOLDER), 20)
+    c2 = pg("c", 2, row(2, "b"), 15)
+    p.send(c1, u1, c1, partition=0)  # a redelivery within the batch
+    p.send(c2, partition=1)
+    s = p.run()
+    assert (s["status"], s["inserted"]) == ("committed", 3)
+    p.send(u1, c1, pg("d", 1, row(1, "a2", "long"), 30), truncate(40), partition=0)  # replays + a delete, truncate
+    p.send(pg("u", 2, row(2, "late", None), 12), partition=1)  # late: older than c2, still a change of the log
+    s = p.run()
+    assert s["inserted"] == 3
+    assert changelog(p) == [
+        ("c", 1, "a", "long", 10), ("u", 2, "late", None, 12), ("c", 2, "b", None, 15),
+        ("u", 1, "a2", "long", 20),  # TOAST placeholder filled from the key's previous change
+        ("d", 1, "a2", "long", 30), ("t", None, None, None, 40)]
+    p.send(u1, pg("u", 1, row(1, "a3", PLACEHOLDER), 25), partition=0)  # TOAST from the table, late
+    assert p.run()["inserted"] == 1
+    assert ("u", 1, "a3", "long", 25) in changelog(p)
+    assert p.run()["status"] == "empty"
+    cols = {f.name for f in p.spark.table(p.target).schema.fields}
+    assert {"__op", "__lsn", "__source_ts_ms", "__kafka_partition", "__kafka_offset", "__batch_id",
+            "__ingested_at"} <= cols and "__valid_from" not in cols
+
+
+def test_append_crash_after_merge_then_rerun_adds_nothing_twice(make_pipe):
+    from tests.integration.harness import raise_at
+
+    p = make_pipe(write_mode="append")
+    p.send(*[pg("c", i, row(i, f"n{i}"), i) for i in range(1, 6)], pg("u", 3, row(3, "x"), 9))
+    assert raise_at("after_merge", p.run)
+    s = p.run()
+    assert s["status"] == "empty" and s["recovered_batch_id"] == 1
+    assert len(changelog(p)) == 6
+    assert [r.status for r in p.ledger()] == ["committed"]
+
+
+def test_keyless_topic_is_appended_with_a_warning(make_pipe):
+    p = make_pipe()  # no primary_key, no write_mode; the records have no message key
+    records = [(None, pg(op, 1, r, lsn)[1]) for op, r, lsn in
+               [("c", row(1, "a"), 1), ("c", row(1, "a"), 2), ("u", row(1, "b"), 3), ("d", row(1, "b"), 4)]]
+    p.send(*records)
+    s = p.run()
+    assert (s["status"], s["inserted"]) == ("committed", 4)
+    assert any("no message key" in w and "append" in w for w in s["warnings"])
+    p.send(records[1])  # keyless identity = partition/offset: the same change sent again is a new record
+    assert p.run()["inserted"] == 1
+    assert [(r["__op"], r["name"], r["__kafka_offset"]) for r in p.spark.sql(
+        f"SELECT * FROM {p.target} ORDER BY __kafka_offset").collect()] == [
+        ("c", "a", 0), ("c", "a", 1), ("u", "b", 2), ("d", "b", 3), ("c", "a", 4)]
+
+
+def test_keyless_topic_refused_for_upsert_and_table_keeps_its_mode(make_pipe):
+    from cdc.errors import ConfigError
+
+    p = make_pipe(write_mode="upsert")
+    p.send((None, pg("c", 1, row(1, "a"), 1)[1]))
+    with pytest.raises(ConfigError, match="needs a primary key"):
+        p.run()
+    q = make_pipe(write_mode="append")
+    q.send(pg("c", 1, row(1, "a"), 1))
+    q.run()
+    from dataclasses import replace
+
+    q.cfg = replace(q.cfg, tables=(replace(q.table, write_mode="scd2"),))
+    q.send(pg("u", 1, row(1, "b"), 2))
+    with pytest.raises(ConfigError, match="created with write_mode append"):
+        q.run()
+
+
+# ---------------------------------------------------------------------------------------------------- scd2
+
+def test_scd2_versions_late_changes_duplicates_reinsert_truncate(make_pipe):
+    p = make_pipe(partitions=2, write_mode="scd2")
+    p.send(pg("c", 1, row(1, "a", "long"), 10), pg("u", 1, row(1, "b", PLACEHOLDER), 30),
+           pg("c", 1, row(1, "a", "long"), 10), partition=0)  # duplicate
+    p.send(pg("r", 2, row(2, "x"), 5), partition=1)
+    p.run()
+    assert history(p) == [(1, "a", "long", 10, 30, False, "c"), (1, "b", "long", 30, None, True, "u"),
+                          (2, "x", None, 5, None, True, "r")]
+    # a late update between the two versions; a delete; a re-insert; replays of everything
+    p.send(pg("u", 1, row(1, "late", PLACEHOLDER), 20), pg("d", 1, row(1, "b", "long"), 40),
+           pg("c", 1, row(1, "again", "new"), 50), pg("u", 1, row(1, "b", PLACEHOLDER), 30), partition=0)
+    p.run()
+    assert history(p) == [(1, "a", "long", 10, 20, False, "c"), (1, "late", "long", 20, 30, False, "u"),
+                          (1, "b", "long", 30, 40, False, "u"), (1, "again", "new", 50, None, True, "c"),
+                          (2, "x", None, 5, None, True, "r")]
+    p.send(truncate(60), partition=0)  # closes every current version
+    p.send(pg("c", 3, row(3, "after"), 70), partition=1)
+    p.run()
+    assert [(h[0], h[3], h[4], h[5]) for h in history(p) if h[4] is None or h[4] >= 60] == [
+        (1, 50, 60, False), (2, 5, 60, False), (3, 70, None, True)]
+    assert p.run()["status"] == "empty"
+
+
+def test_scd2_track_columns_update_in_place(make_pipe):
+    p = make_pipe(write_mode="scd2", track_columns=["name"])
+    p.send(pg("c", 1, row(1, "a", "b1"), 10), pg("u", 1, row(1, "a", "b2"), 20),  # bio only: in place
+           pg("u", 1, row(1, "z", "b3"), 30))  # name changed: new version
+    p.run()
+    assert history(p) == [(1, "a", "b2", 10, 30, False, "c"), (1, "z", "b3", 30, None, True, "u")]
+    p.send(pg("u", 1, row(1, "z", "b4"), 40), pg("u", 1, row(1, "a", "b2"), 20))  # in place; a replay
+    p.run()
+    assert history(p) == [(1, "a", "b2", 10, 30, False, "c"), (1, "z", "b4", 30, None, True, "u")]
+
+
+@pytest.mark.parametrize("point", ["after_log", "after_merge", "before_commit"])
+def test_scd2_crash_then_rerun_gives_the_same_history(make_pipe, point):
+    from tests.integration.harness import raise_at
+
+    p = make_pipe(write_mode="scd2")
+    p.send(pg("c", 1, row(1, "a"), 1), pg("c", 2, row(2, "b"), 2))
+    p.run()
+    p.send(pg("u", 1, row(1, "a2"), 3), pg("d", 2, row(2, "b"), 4), pg("u", 1, row(1, "a3"), 5))
+    assert raise_at(point, p.run)
+    s = p.run()
+    assert s["recovered_batch_id"] == 2 and s["status"] == "empty"
+    assert history(p) == [(1, "a", None, 1, 3, False, "c"), (1, "a2", None, 3, 5, False, "u"),
+                          (1, "a3", None, 5, None, True, "u"), (2, "b", None, 2, 4, False, "c")]
+    assert [r.status for r in p.ledger()] == ["committed", "committed"]

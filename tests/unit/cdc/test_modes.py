@@ -1,0 +1,65 @@
+"""Write modes: config, mode choice for keyless tables, and the SQL builders' identities (cdc.modes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdc.config import parse_config
+from cdc.errors import ConfigError
+from cdc.modes import ModeSpec, append, scd2
+from cdc.modes.runner import effective_mode
+
+
+def cfg(**table):
+    return parse_config({"pipeline": "p", "kafka": {"bootstrap.servers": "x:1"}, "format": "json",
+                         "catalog": {"warehouse": "/tmp/w"}, "defaults": {"write_mode": "append"},
+                         "tables": [{"topic": "t", "target": "a.b", **table}]})
+
+
+def test_write_mode_from_defaults_table_wins_and_track_columns_only_for_scd2():
+    assert cfg().tables[0].mode == "append"
+    t = cfg(write_mode="scd2", track_columns=["name"]).tables[0]
+    assert (t.mode, t.track_columns) == ("scd2", ("name",))
+    with pytest.raises(ConfigError, match=r"tables\[0\]\.write_mode': must be one of upsert, append, scd2"):
+        cfg(write_mode="merge")
+    with pytest.raises(ConfigError, match="track_columns': applies to write_mode: scd2 only"):
+        cfg(track_columns=["name"])
+
+
+def test_unconfigured_write_mode_is_upsert_or_append_when_keyless():
+    assert effective_mode(None, ("id",), "a.b") == "upsert"
+    assert effective_mode(None, (), "a.b") == "append"
+    assert effective_mode("scd2", ("id",), "a.b") == "scd2"
+    for mode in ("upsert", "scd2"):
+        with pytest.raises(ConfigError, match=f"table a.b: write_mode {mode} needs a primary key"):
+            effective_mode(mode, (), "a.b")
+
+
+SPEC = ModeSpec(target="lake.n.t", staging="lake.m.staging__n__t", batch_id=7, key=("id",),
+                columns=("id", "name", "bio"), ordering=("__lsn",), toast_columns=("bio",), log="lake.m.changes__n__t")
+
+
+def test_append_identity_is_key_position_op_or_kafka_offset_when_keyless():
+    assert append.identity_sql(SPEC, "t", "s") == ("t.`id` <=> s.`id` AND t.`__lsn` <=> s.`__lsn` AND "
+                                                   "t.`__op` = s.`__op`")
+    keyless = ModeSpec(**{**SPEC.__dict__, "key": ()})
+    assert append.identity_sql(keyless, "t", "s") == ("t.`__kafka_partition` = s.`__partition` AND "
+                                                      "t.`__kafka_offset` = s.`__offset`")
+    merge = append.merge_sql(SPEC, "SELECT 1")
+    assert "WHEN NOT MATCHED THEN INSERT" in merge and "WHEN MATCHED" not in merge  # insert-only: replays add nothing
+    assert "PARTITION BY `id`, `__lsn`, `__op`" in append.batch_changes_sql(SPEC)  # duplicates within the batch
+    assert "PARTITION BY" not in append.batch_changes_sql(keyless)
+    assert "'t'" in append.batch_changes_sql(SPEC)  # truncates are rows of the changelog
+
+
+def test_scd2_versions_are_identified_by_key_and_starting_change():
+    assert scd2.version_identity(SPEC, "a", "b") == (
+        "a.`id` = b.`id` AND a.`__lsn` <=> b.`__lsn` AND a.`__kafka_partition` = b.`__kafka_partition` AND "
+        "a.`__kafka_offset` = b.`__kafka_offset`")
+    versions = scd2.versions_sql(SPEC, "SELECT 1")
+    assert "lead(named_struct('ts', `__source_ts_ms`))" in versions and "last(IF(`__op` IN ('d', 't')" in versions
+    assert "__grp" not in versions  # no track_columns: every change is its own version boundary
+    tracked = scd2.versions_sql(ModeSpec(**{**SPEC.__dict__, "track_columns": ("name",)}), "SELECT 1")
+    assert "`name` <=> `name__prev`" in tracked
+    assert " UNION SELECT `id` FROM lake.n.t WHERE `__is_current`" in scd2.touched_keys_sql(SPEC, truncated=True)
+    assert "UNION" not in scd2.touched_keys_sql(SPEC, truncated=False)
