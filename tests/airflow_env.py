@@ -6,6 +6,7 @@ reuse it (CDC_TEST_AIRFLOW_HOME), so one pytest process never mixes two Airflow 
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -21,6 +22,11 @@ os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(REPO / "plugins")
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "True"
 os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[1]"}')
+# The OpenLineage provider's listener writes every event it emits to this file (openlineage_events reads it).
+OPENLINEAGE_FILE = Path(HOME) / "openlineage.jsonl"
+os.environ["AIRFLOW__OPENLINEAGE__TRANSPORT"] = json.dumps({"type": "file", "log_file_path": str(OPENLINEAGE_FILE),
+                                                            "append": True})
+os.environ["AIRFLOW__OPENLINEAGE__NAMESPACE"] = "cdc-tests"
 
 
 @pytest.fixture(scope="session")
@@ -43,3 +49,11 @@ def asset_events(run_id: str) -> list[tuple[str, str, dict]]:
             AssetEvent, AssetEvent.asset_id == AssetModel.id).where(AssetEvent.source_run_id == run_id)
             .order_by(AssetEvent.id)).all()
     return [(n, u, dict(e or {})) for n, u, e in rows]
+
+
+def openlineage_events(job_suffix: str = "") -> list[dict]:
+    """OpenLineage run events written so far (file transport), optionally only of jobs ending in ``job_suffix``."""
+    if not OPENLINEAGE_FILE.exists():
+        return []
+    events = [json.loads(line) for line in OPENLINEAGE_FILE.read_text().splitlines() if line.strip()]
+    return [e for e in events if str(e.get("job", {}).get("name", "")).endswith(job_suffix)]

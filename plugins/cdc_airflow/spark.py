@@ -48,7 +48,7 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
 
     def __init__(self, *, table: str | None = None, master: str | None = None, conn_id: str = "spark_default",
                  pipeline_spark_conf: dict[str, str] | None = None, emit_assets: tuple[str, str] | None = None,
-                 **kwargs: Any) -> None:
+                 cdc_lineage: Any = None, **kwargs: Any) -> None:
         self.spark_conn_id = conn_id  # the configured connection
         self.hook_conn_id = override_conn_id(conn_id, master) if master else conn_id  # what the hook resolves
         super().__init__(conn_id=self.hook_conn_id, **kwargs)
@@ -56,6 +56,8 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
         self.master = master
         self.pipeline_spark_conf = dict(pipeline_spark_conf or {})
         self.emit_assets = emit_assets  # (pipeline, catalog): asset events for committed data (cdc_airflow.assets)
+        self.cdc_lineage = cdc_lineage  # cdc_airflow.lineage.LineageNamespaces: OpenLineage datasets, when the provider is on
+        self.cdc_summary: dict[str, Any] | None = None
 
     def execute(self, context: Any) -> dict[str, Any] | None:  # type: ignore[override]
         settings = load_settings()
@@ -83,12 +85,19 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
                 except AirflowException as exc:  # the provider's "spark-submit failed": our result says why
                     failure = exc
             summary = job_outcome(cli.read_result(result_file), failure)
+        self.cdc_summary = summary
         if self.emit_assets:
             from cdc_airflow.assets import emit
 
             for table in emit(context, *self.emit_assets, summary):
                 self.log.info("asset event for %s (committed data)", table)
         return summary
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Called by the OpenLineage provider (when installed): the topics read and the tables written."""
+        from cdc_airflow.lineage import operator_lineage
+
+        return operator_lineage(self.cdc_lineage, self.cdc_summary)
 
 
 def shared_result_location(context: Any) -> str | None:
@@ -193,9 +202,11 @@ def required_py_files(master: str, py_files: str | None) -> str | None:
 
 def submit_kwargs(settings: Any, cfg: Any, name: str) -> dict[str, Any]:
     """The SparkSubmitOperator arguments shared by the ingestion and maintenance DAGs."""
+    from cdc_airflow.lineage import namespaces
+
     return dict(conn_id=settings.spark_conn_id, master=settings.spark_master, pool=settings.pool,
                 py_files=settings.py_files, jars=job_jars(settings.iceberg_jar, cfg),
-                pipeline_spark_conf=dict(cfg.spark), name=name)
+                pipeline_spark_conf=dict(cfg.spark), name=name, cdc_lineage=namespaces(cfg))
 
 
 def job_jars(iceberg_jar: str | None, cfg: Any, driver: str | None = "", runtime: str | None = "") -> str | None:

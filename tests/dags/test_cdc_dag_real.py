@@ -183,6 +183,27 @@ def test_committed_batches_emit_asset_events_and_log_progress(first_run: dict[st
     assert "shop.orders batch 1 committed:" in log
 
 
+def test_openlineage_events_name_the_topics_read_and_the_tables_written(first_run: dict[str, Any]) -> None:
+    """The OpenLineage provider's listener (file transport, tests/airflow_env.py) reports each ingest task's topic as
+    input (``kafka://<bootstrap>``) and its Iceberg table as output (the hadoop catalog's table location), with the
+    catalog and table-identifier facets."""
+    from tests.airflow_env import openlineage_events
+
+    src, cfg = first_run["src"], first_run["cfg"]
+    done = [e for e in openlineage_events(".ingest") if e["eventType"] == "COMPLETE"
+            and e["run"]["facets"].get("parent", {}).get("run", {}).get("runId")
+            and e.get("outputs")]
+    seen = {(tuple((d["namespace"], d["name"]) for d in e["inputs"]),
+             tuple((d["namespace"], d["name"]) for d in e["outputs"])) for e in done}
+    warehouse = cfg.catalog.warehouse
+    for name in ("customers", "orders"):
+        assert ((( f"kafka://{src.bootstrap}", src.topics[name]),),
+                (("file", f"{warehouse}/shop/{name}"),)) in seen, seen
+    out = next(d for e in done for d in e["outputs"] if d["name"].endswith("/shop/orders"))
+    assert out["facets"]["catalog"]["framework"] == "iceberg" and out["facets"]["catalog"]["name"] == "lake"
+    assert out["facets"]["symlinks"]["identifiers"][0]["name"] == "shop.orders"
+
+
 def test_backfill_of_ingested_range_leaves_table_and_cursor_unchanged(first_run: dict[str, Any]) -> None:
     dag, cfg, src = first_run["dag"], first_run["cfg"], first_run["src"]
     from cdc_airflow.ledger import committed_offsets
