@@ -106,6 +106,10 @@ class CatalogConfig:
         """The catalog's ``uri`` (jdbc: ``jdbc:postgresql://host:port/db``; rest: ``http://…``), or ""."""
         return str(self.properties.get("uri", ""))
 
+    def __repr__(self) -> str:  # secret-looking properties (jdbc.password, ...) never reach logs or tracebacks
+        return (f"CatalogConfig(name={self.name!r}, type={self.type!r}, warehouse={self.warehouse!r}, "
+                f"properties={redact(self.properties)!r})")
+
 
 @dataclass(frozen=True)
 class BatchConfig:
@@ -270,9 +274,6 @@ class _Parser:
         defaults = self.mapping(raw, "defaults")
         tables = tuple(self.table(merge_defaults(defaults, t or {}), i) if isinstance(t, dict) or t is None
                        else self._bad_table(i) for i, t in enumerate(tables_raw))
-        for i, t in enumerate(tables):
-            if t.envelope == "flattened" and fmt != "json":
-                raise self.fail(f"tables[{i}].envelope", "flattened events are read with format: json only")
         seen: set[str] = set()
         for t in tables:
             if t.topic and (t.target in seen or t.topic in seen):

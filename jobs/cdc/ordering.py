@@ -46,8 +46,9 @@ _AUTO = {"postgresql": "postgresql", "mysql": "mysql", "mariadb": "mysql", "sqls
          "oracle": "oracle", "mongodb": "mongodb"}
 _KIND_COLUMNS = {"postgresql": POSTGRES_COMMIT_ORDERING, "postgresql_lsn": POSTGRES, "mysql": MYSQL,
                  "sqlserver": SQLSERVER, "oracle": ORACLE, "mongodb": MONGODB}
-# kinds the vectorised Avro path does not compute (cdc.decode.avro_group hands their records to the per-record path)
-PER_RECORD_KINDS = frozenset({"sqlserver", "oracle", "mongodb"})
+# kinds the vectorised Avro path does not compute (cdc.decode.avro_group hands their records to the per-record path);
+# SQL Server and Oracle positions are computed there row by row with Ordering.values (cdc.decode.avro_positions)
+PER_RECORD_KINDS = frozenset({"mongodb"})
 _SQLSERVER_LSN = re.compile(r"^\s*([0-9A-Fa-f]{8}):([0-9A-Fa-f]{8}):([0-9A-Fa-f]{4})\s*$")
 _SCN_SPLIT = 10**18
 _SEQUENCE = re.compile(r'^\s*\[\s*(?:null|"(\d+)")\s*,')

@@ -159,7 +159,7 @@ class AvroDecoder(Decoder):
 
     def source_columns(self, samples: Sequence[Sample], existing: Sequence[Column] = ()) -> list[Column]:
         self._reader = self._latest(self.value_subject)
-        struct_ = _row_struct(from_avro(json.loads(self._reader[1])))
+        struct_ = self.row_struct(from_avro(json.loads(self._reader[1])))
         return columns_of(struct_) if struct_ is not None else []
 
     def record_columns(self, key: bytes | None, value: bytes | None,
@@ -171,7 +171,7 @@ class AvroDecoder(Decoder):
         cache = self.__dict__.setdefault("_writer_columns", {})
         if sid not in cache:
             try:
-                struct_ = _row_struct(from_avro(json.loads(self._text(sid))))
+                struct_ = self.row_struct(from_avro(json.loads(self._text(sid))))
             except DecodeError:
                 struct_ = None
             cache[sid] = columns_of(struct_) if struct_ is not None else None
@@ -223,10 +223,26 @@ class AvroDecoder(Decoder):
 
     # ------------------------------------------------------------------------------------------------- record side
 
+    # The vectorised path (cdc.decode.avro_batch) may stage this decoder's records; False: per record only.
+    vectorised = True
+
+    def row_struct(self, envelope: ConnectField) -> ConnectField | None:
+        """The row image's struct in a value schema (subclasses: other record shapes, e.g. flattened records)."""
+        return _row_struct(envelope)
+
+    def event(self, datum: Any, key: dict[str, Any] | None, rows: RowPlan, sid: int) -> Event:
+        """The Event of one decoded value (subclasses: other record shapes)."""
+        return to_event(datum, key, rows, sid)
+
     def decode(self, key: bytes | None, value: bytes | None) -> Event:
         k = self._decode_key(key)
         if value is None:
             return Event(TOMBSTONE, key=k)
+        sid, datum, plan = self.read_value(value)
+        return self.event(datum, k, plan.rows, sid)
+
+    def read_value(self, value: bytes) -> tuple[int, Any, _ValuePlan]:
+        """(schema id, datum resolved to the reader schema, plan) of a non-null value; DecodeError if corrupt."""
         sid, body = _split(value, "value")
         plan = self.value_plan(sid)
         buf = BytesIO(body)
@@ -247,7 +263,7 @@ class AvroDecoder(Decoder):
             raise DecodeError(f"corrupt Avro value (schema id {sid}): {type(exc).__name__}: {exc}") from None
         if buf.tell() != len(body):
             raise DecodeError(f"corrupt Avro value (schema id {sid}): {len(body) - buf.tell()} trailing bytes")
-        return to_event(datum, k, plan.rows, sid)
+        return sid, datum, plan
 
     def value_plan(self, sid: int) -> _ValuePlan:
         """The plan values of schema id ``sid`` are decoded with (cached; the vectorised path uses the same one, so
@@ -269,9 +285,9 @@ class AvroDecoder(Decoder):
         envelope = from_avro(json.loads(self._texts[reader_id]))
         columns = self._columns
         if columns is None:  # decode() before bind(): the reader schema's own columns
-            s = _row_struct(envelope)
+            s = self.row_struct(envelope)
             columns = self._columns = columns_of(s) if s is not None else []
-        plan = self._plans[sid] = _ValuePlan(writer, reader, row_plan(columns, _row_struct(envelope),
+        plan = self._plans[sid] = _ValuePlan(writer, reader, row_plan(columns, self.row_struct(envelope),
                                                                       self.placeholder,
                                                                       ignore_extra=self.ignore_unknown_fields),
                                              reader_id)
@@ -280,7 +296,7 @@ class AvroDecoder(Decoder):
     def _writer_plan(self, sid: int) -> _ValuePlan:
         envelope = from_avro(json.loads(self._text(sid)))
         columns = self._columns if self._columns is not None else []
-        return _ValuePlan(self._parse(sid), None, row_plan(columns, _row_struct(envelope), self.placeholder,
+        return _ValuePlan(self._parse(sid), None, row_plan(columns, self.row_struct(envelope), self.placeholder,
                                                            ignore_extra=self.ignore_unknown_fields))
 
     def _decode_key(self, key: bytes | None) -> dict[str, Any] | None:

@@ -9,8 +9,8 @@ and planned by ``cdc.decode.avro_group.GroupPlan``: reader defaults for fields t
 in the reader (dropped at the source), ``int → long`` / ``float → double`` promotions, the per-record TOAST rules.
 Everything else goes back to the exact per-record path (``leftovers``): writer/reader pairs that need more than that
 (see ``cdc.decode.avro_resolve``), nested/array/geometry/variable-scale/zoned columns, unknown ops, change events
-without their row image, rows missing their key or ordering position, tables ordered by SQL Server LSNs, Oracle
-SCNs or MongoDB positions (``cdc.ordering.PER_RECORD_KINDS``), explicit ordering values that are not plain integers
+without their row image, rows missing their key or ordering position (SQL Server LSNs and Oracle SCNs are computed
+by ``cdc.ordering`` itself per row, ``cdc.decode.avro_positions``), explicit ordering values that are not integers
 (e.g. SQL Server LSN strings: the cast fails and the group goes back), and any decoding error. Both paths produce
 identical staging rows (``tests/unit/cdc/decode/test_avro_batch*.py``, including a property test over random schema
 histories). One difference: the message key is not decoded here, the key columns come from the row image (Debezium
@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from cdc.decode.avro import _HEADER
 from cdc.decode.avro_group import GroupPlan, vector_converter
+from cdc.decode.avro_positions import SOURCE_FIELDS, positions
 from cdc.decode.model import CHANGE, MESSAGE, TOMBSTONE
 
 Message = tuple[int, Any, Any, Any]  # (offset, timestamp ms or None, key bytes, value bytes)
@@ -197,6 +198,8 @@ def _source_ordering(ordering: Any, source: pa.StructArray, table: pa.Table, op:
         seq = {f: binlog_file_seq(f) for f in pc.unique(files).drop_null().to_pylist()}
         file_seq = pa.array([seq.get(f) if f is not None else None for f in files.to_pylist()], pa.int64())
         return [file_seq, field("pos").cast(pa.int64()), pc.fill_null(field("row").cast(pa.int64()), 0)]
+    if ordering.kind in SOURCE_FIELDS:  # SQL Server LSNs, Oracle SCNs: text, see cdc.decode.avro_positions
+        return positions(ordering, field)
     out = []
     for path in ordering.paths:
         if path == "ts_ms":

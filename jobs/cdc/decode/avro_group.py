@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdc.decode.avro import _row_struct, _strip_logical
+from cdc.decode.avro_positions import SOURCE_FIELDS
 from cdc.decode.avro_resolve import expanded, reader_defaults, record_fields, resolvable, row_record, same_fields
 from cdc.decode.envelope import _NOT_TOASTABLE
 from cdc.decode.widening import accepts
@@ -85,6 +86,8 @@ def _ordering_fields(ordering: Any) -> tuple[set[str], set[str]]:
         source |= {"lsn", "sequence"}
     elif ordering.kind == "mysql":
         source |= {"file", "pos", "row"}
+    elif ordering.kind in SOURCE_FIELDS:
+        source |= set(SOURCE_FIELDS[ordering.kind])
     else:
         for path in ordering.paths:
             head, _, rest = path.partition(".")
@@ -104,7 +107,7 @@ class GroupPlan:
         if vp.reader_id is None or vp.rows.extras:
             return  # read with the writer schema alone / reader fields that are not bound columns
         if ordering.kind in PER_RECORD_KINDS:
-            return  # SQL Server LSNs, Oracle SCNs, MongoDB positions: computed by cdc.ordering per record
+            return  # MongoDB: documents are JSON text (cdc.decode.avro_connectors decodes them per record)
         writer_json = json.loads(decoder._text(sid))
         reader_json = json.loads(decoder._text(vp.reader_id))
         w, r = expanded(_strip_logical(writer_json)), expanded(_strip_logical(reader_json))

@@ -237,8 +237,8 @@ def to_event(value: Any, key: dict[str, Any] | None, plan: RowPlan, schema_id: i
         row = value.get("after")
         if not isinstance(row, dict):
             if source.get("connector") == "mongodb":
-                raise DecodeError("MongoDB event (documents as JSON text): MongoDB topics are read with "
-                                  "'format: json' only in this version")
+                raise DecodeError("MongoDB event (documents as JSON text) on a topic whose newest value schema is "
+                                  "not the MongoDB connector's: give MongoDB collections their own topics")
             raise DecodeError(f"op {op!r} event without an 'after' row image")
         row, unavailable = plan.apply(row)
     return Event(CHANGE, op=op, row=row, key=key, source=source, ts_ms=ts_ms, unavailable=unavailable,

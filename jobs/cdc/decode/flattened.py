@@ -15,15 +15,19 @@
   ``pos`` → MySQL, ``commit_lsn``/``change_lsn`` → SQL Server, ``scn`` → Oracle). PostgreSQL needs
   ``add.fields=op,lsn,source.sequence`` for commit ordering (``lsn`` alone: LSN order); MySQL ``file,pos,row``; SQL
   Server ``commit_lsn,change_lsn,event_serial_no``; Oracle ``scn,commit_scn``. Or give ``ordering: [source.<f>]``.
+* Format avro (``cdc.decode.avro_connectors.FlattenedAvroDecoder``): the value schema registered by the
+  AvroConverter is the same flat record; ``row_struct`` drops the added fields from it.
 * Tombstones (a null value, ``drop.tombstones=false``) are tombstones; a delete without ``rewrite`` is only a
   tombstone, which deletes its key on compacted topics only (``tables[].compacted``).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from cdc.errors import DecodeError
+from cdc.types import ConnectField
 
 _ENVELOPE_FIELDS = {"__op": "op", "__ts_ms": "ts_ms"}
 
@@ -70,3 +74,11 @@ def infer_connector(source: dict[str, Any]) -> str | None:
 def row_schema_fields(fields: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The Connect schema fields of the row: those of the flattened struct that are not added fields."""
     return [f for f in fields if not str(f.get("field", "")).startswith("__")]
+
+
+def row_struct(record: ConnectField) -> ConnectField | None:
+    """The row struct of a flattened value schema (Avro): the record without its added ``__`` fields."""
+    if record.type != "struct":
+        return None
+    return replace(record, field_name="after",
+                   fields=tuple(f for f in record.fields if not str(f.field_name or "").startswith("__")))

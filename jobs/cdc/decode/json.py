@@ -102,7 +102,10 @@ class JsonDecoder(Decoder):
         return []
 
     def _sample_columns(self, value: bytes | None, existing: dict[str, Column]) -> list[Column]:
-        doc = _loads(value, "value") if value else None
+        return self.payload_columns(_loads(value, "value") if value else None, existing)
+
+    def payload_columns(self, doc: Any, existing: dict[str, Column]) -> list[Column]:
+        """The row columns one decoded value shows (a JSON document, or an Avro datum of the same shape)."""
         if not isinstance(doc, dict):
             return []
         if _has_schema(doc):
@@ -148,17 +151,16 @@ class JsonDecoder(Decoder):
         schema = None
         if isinstance(doc, dict) and _has_schema(doc):
             schema, doc = doc["schema"], doc["payload"]
+        return self.decode_payload(k, doc, schema)
+
+    def decode_payload(self, k: dict[str, Any] | None, doc: Any, schema: Any = None,
+                       schema_id: int | None = None) -> Event:
+        """The Event of one decoded, non-null value (``schema``: its Connect schema, None when schemaless)."""
         if self.envelope == "flattened":
-            return to_event(flattened.to_envelope(doc), k, self._plan(schema))
+            return to_event(flattened.to_envelope(doc), k, self._plan(schema), schema_id)
         if mongodb.is_mongodb(doc):
-            k = mongodb.key(k) if k is not None else None
-            env, present = mongodb.envelope(doc, k)
-            plan = self._plan(schema)
-            ev = to_event(env, k, plan)
-            if present is not None:  # partial update: every other column keeps its stored value
-                ev.unavailable = tuple(c.name for c in plan.columns if c.name not in present)
-            return ev
-        return to_event(doc, k, self._plan(schema))
+            return mongodb.event(doc, k, self._plan(schema), schema_id)
+        return to_event(doc, k, self._plan(schema), schema_id)
 
     def _plan(self, schema: Any) -> RowPlan:
         for cached, plan in self._plans:

@@ -24,6 +24,8 @@ import json
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from cdc.decode.envelope import RowPlan, to_event
+from cdc.decode.model import Event
 from cdc.errors import DecodeError
 
 KEY = "_id"
@@ -63,6 +65,17 @@ def envelope(payload: dict[str, Any], k: dict[str, Any] | None) -> tuple[dict[st
             return out, None if present is None else frozenset(present | {KEY})
     raise DecodeError("MongoDB update without the document ('after'), 'updateDescription' or 'patch': set the "
                       "connector's capture.mode to change_streams_update_full")
+
+
+def event(payload: dict[str, Any], k: dict[str, Any] | None, plan: RowPlan, schema_id: int | None = None) -> Event:
+    """The Event of a MongoDB change event (``k``: the decoded message key ``{"id": text}``); for partial updates
+    every column the update does not set is reported unavailable (it keeps its stored value)."""
+    k = key(k) if k is not None else None
+    env, present = envelope(payload, k)
+    ev = to_event(env, k, plan, schema_id)
+    if present is not None:
+        ev.unavailable = tuple(c.name for c in plan.columns if c.name not in present)
+    return ev
 
 
 def document_columns(payload: dict[str, Any], k: dict[str, Any] | None = None) -> dict[str, Any] | None:

@@ -175,7 +175,7 @@ def stage_messages(spec: ReadSpec, topic: str, partition: int, msgs: list[tuple[
                 rows.add(err, m[2], m[3])
         msgs = fits
     left = msgs
-    if spec.fast_avro and isinstance(spec.decoder, AvroDecoder):
+    if spec.fast_avro and isinstance(spec.decoder, AvroDecoder) and spec.decoder.vectorised:
         from cdc.decode.avro_batch import stage_avro
 
         batches, left = stage_avro(spec, topic, partition, msgs, rows.schema)

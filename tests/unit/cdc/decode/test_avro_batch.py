@@ -113,9 +113,10 @@ def test_fast_path_takes_the_common_case(registry):
     assert len(left) <= len(msgs) * 0.02, f"{len(left)} of {len(msgs)} records fell back"
 
 
-def test_connector_orderings_computed_per_record_are_handed_to_the_per_record_path(registry):
-    """SQL Server LSNs, Oracle SCNs and MongoDB positions are computed by cdc.ordering only: the fast path must not
-    stage such records itself (it would need its own copy of those rules)."""
+def test_records_without_their_connector_position_are_handed_to_the_per_record_path(registry):
+    """PostgreSQL events under a SQL Server / Oracle ordering have no position (the per-record path makes them dead
+    letters naming the field); MongoDB positions are never computed by the fast path. SQL Server and Oracle events
+    themselves are staged by it: tests/unit/cdc/decode/test_avro_connectors.py."""
     topic = "t-per-record-kinds"
     gen = ChangeEventGenerator(3, GeneratorConfig(connector="postgresql", partitions=1))
     records = gen.snapshot(5) + gen.random_ops(10)

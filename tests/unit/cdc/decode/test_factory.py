@@ -6,6 +6,7 @@ import pytest
 
 from cdc.config import parse_config
 from cdc.decode.avro import AvroDecoder
+from cdc.decode.avro_connectors import AvroByConnector
 from cdc.decode.factory import make_decoder
 from cdc.decode.json import JsonDecoder
 from cdc.errors import ConfigError
@@ -28,8 +29,9 @@ def test_json() -> None:
 
 def test_avro_registry_conf_and_strategy() -> None:
     cfg = config("avro", {"url": "http://r:8081", "subject.name.strategy": "TopicNameStrategy"})
-    d = make_decoder(cfg, cfg.tables[0])
-    assert isinstance(d, AvroDecoder) and d.value_subject == "srv.public.orders-value"
+    d = make_decoder(cfg, cfg.tables[0])  # AvroDecoder, or the MongoDB one once the registry shows the schema
+    assert isinstance(d, AvroByConnector) and isinstance(d.avro, AvroDecoder)
+    assert d.value_subject == "srv.public.orders-value" and d.avro.placeholder == "__x"
     assert d.source.conf == {"url": "http://r:8081"}  # type: ignore[attr-defined]
     cfg = config("avro", {"url": "http://r:8081", "subject.name.strategy": "RecordNameStrategy"})
     with pytest.raises(ConfigError, match="not supported"):

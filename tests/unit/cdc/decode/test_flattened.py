@@ -90,7 +90,7 @@ def test_flattened_records_without_the_setting_are_refused_naming_it():
         dec.decode(None, raw)
 
 
-def test_envelope_setting_reaches_the_json_decoder_and_is_refused_for_avro():
+def test_envelope_setting_reaches_the_json_decoder_and_the_avro_factory():
     base = {"pipeline": "p", "kafka": {"bootstrap.servers": "x:1"}, "catalog": {"warehouse": "/tmp/w"}}
     cfg = parse_config({**base, "format": "json", "tables": [{"topic": "a", "target": "n.a", "envelope": "flattened"},
                                                              {"topic": "b", "target": "n.b"}]})
@@ -99,6 +99,6 @@ def test_envelope_setting_reaches_the_json_decoder_and_is_refused_for_avro():
     assert make_decoder(cfg, cfg.tables[1]).envelope == "debezium"
     with pytest.raises(ConfigError, match="envelope"):
         parse_config({**base, "format": "json", "tables": [{"topic": "a", "target": "n.a", "envelope": "unwrap"}]})
-    with pytest.raises(ConfigError, match="format: json only"):
-        parse_config({**base, "format": "avro", "schema_registry": {"url": "http://r"},
-                      "tables": [{"topic": "a", "target": "n.a", "envelope": "flattened"}]})
+    avro = parse_config({**base, "format": "avro", "schema_registry": {"url": "http://r"},
+                         "tables": [{"topic": "a", "target": "n.a", "envelope": "flattened"}]})
+    assert make_decoder(avro, avro.tables[0]).row_struct.__qualname__ == "FlattenedAvroDecoder.row_struct"
