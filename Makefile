@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-unit test-integration demo demo-stop soak bench wheel clean
+.PHONY: venv test test-unit test-integration demo demo-stop soak bench bench-scale wheel clean
 
 venv: $(STAMP)
 
@@ -30,8 +30,14 @@ test-unit: venv
 soak: venv
 	$(PY) -m pytest -m slow tests/integration/test_soak.py -s $(PYTEST_ARGS)
 
+# Performance targets as same-run ratios (issue 16); results in bench/results/<date>.json + .md. Defaults: ~15 min on
+# 2 cores; the issue's sizes: BENCH_ARGS="--events 1000000 --preload 5000000" (hours). Not part of `make test`.
 bench: venv
 	$(PY) bench/ingest_bench.py $(BENCH_ARGS)
+
+# Merge cost vs table size (target 4): the same change batch into a small and a large table; not in CI.
+bench-scale: venv
+	$(PY) bench/scale_bench.py $(BENCH_ARGS)
 
 # The one package for spark-submit --py-files (executors import cdc from it): build/cdc_iceberg-<version>-py3-none-any.whl
 wheel: venv

@@ -1,0 +1,140 @@
+"""Timed child processes with peak memory: the job as users run it (``python jobs/ingest.py``) and the floors.
+
+RSS is sampled from /proc every ``interval`` seconds over the whole process tree and split into the Python driver
+(the started process), the JVM (``java``) and the PySpark Python workers (``pyspark.daemon`` and its forks): peak
+of each, plus the peak single worker and the peak sum of workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        kids.setdefault(ppid, []).append(int(d))
+    return kids
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _cmd(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@dataclass
+class Peaks:
+    driver: int = 0
+    jvm: int = 0
+    worker_max: int = 0
+    workers_sum: int = 0
+    samples: int = 0
+
+    def as_mb(self) -> dict[str, int]:
+        return {"driver_python_mb": self.driver >> 20, "jvm_mb": self.jvm >> 20,
+                "worker_max_mb": self.worker_max >> 20, "workers_sum_mb": self.workers_sum >> 20}
+
+
+def sample(root: int, peaks: Peaks) -> None:
+    kids = _children()
+    stack, tree = [root], []
+    while stack:
+        pid = stack.pop()
+        tree.append(pid)
+        stack.extend(kids.get(pid, []))
+    workers = 0
+    for pid in tree:
+        rss = _rss(pid)
+        if pid == root:
+            peaks.driver = max(peaks.driver, rss)
+        elif "java" in _cmd(pid).split(" ", 1)[0]:
+            peaks.jvm = max(peaks.jvm, rss)
+        elif "python" in _cmd(pid).split(" ", 1)[0]:
+            workers += rss
+            peaks.worker_max = max(peaks.worker_max, rss)
+    peaks.workers_sum = max(peaks.workers_sum, workers)
+    peaks.samples += 1
+
+
+@dataclass
+class Run:
+    seconds: float
+    code: int
+    stdout: str
+    stderr: str
+    peaks: Peaks = field(default_factory=Peaks)
+
+    def summary(self) -> dict[str, Any] | None:
+        lines = [ln for ln in self.stdout.splitlines() if ln.strip()]
+        try:
+            return json.loads(lines[-1]) if lines else None
+        except ValueError:
+            return None
+
+    def check(self, what: str) -> "Run":
+        if self.code != 0:
+            raise SystemExit(f"{what} failed (exit {self.code}):\n{self.stderr[-3000:]}")
+        return self
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None, interval: float = 0.25, timeout: float = 7200) -> Run:
+    """Run ``cmd`` (own process group), timing it and sampling the RSS of its tree."""
+    full_env = {**{k: v for k, v in os.environ.items() if not k.startswith("CDC_")},
+                "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, **(env or {})}
+    peaks, done = Peaks(), threading.Event()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env,
+                            cwd=str(REPO), start_new_session=True)
+
+    def watch() -> None:
+        while not done.wait(interval):
+            try:
+                sample(proc.pid, peaks)
+            except Exception:  # noqa: BLE001 - a process ended between listing and reading
+                pass
+
+    th = threading.Thread(target=watch, daemon=True)
+    th.start()
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        done.set()
+        th.join()
+    return Run(time.perf_counter() - t0, proc.returncode, out, err, peaks)
+
+
+def ingest(config: Path, *args: str, env: dict[str, str] | None = None) -> Run:
+    """``python jobs/ingest.py --config CONFIG ...`` as a user runs it (local[*] master, Spark start-up included)."""
+    return run([sys.executable, str(REPO / "jobs" / "ingest.py"), "--config", str(config), *args], env)
+
+
+def python_c(code: str, *args: str) -> Run:
+    return run([sys.executable, "-c", code, *args])
