@@ -117,7 +117,7 @@ def test_ingest_through_jdbc_catalog_read_by_the_airflow_side(broker, postgres, 
     # pyiceberg's SqlCatalog lists the namespaces and tables Spark's JdbcCatalog created
     from pyiceberg.catalog import load_catalog
 
-    from cdc_airflow.ledger import catalog_properties
+    from cdc_airflow.ledger import catalog_properties, load_table
 
     sql = load_catalog(cfg.catalog.name, **catalog_properties(cfg.catalog))
     assert {(target.split(".")[0],), (raw["metadata_namespace"],)} <= set(sql.list_namespaces())
@@ -143,7 +143,16 @@ def test_ingest_through_jdbc_catalog_read_by_the_airflow_side(broker, postgres, 
     assert [b["batch_id"] for b in table["batches"]][:2] == [2, 1], table["batches"]
     assert table["lag_total"] == 0 and table["newest_source_ts"] is not None, table
 
-    for res in (first, second):
+    # maintenance (compaction, snapshot expiry, staging drop, orphan files) through the same catalog
+    maint = subprocess.run([sys.executable, str(REPO / "jobs" / "maintenance.py"), "--config", str(path),
+                            "--snapshot-retention-hours", "0", "--retain-last", "1", "--staging-retention-hours", "0"],
+                           capture_output=True, text=True, cwd=str(REPO), timeout=600,
+                           env=cli_env({**ENV, "PYSPARK_SUBMIT_ARGS": "--master local[2] pyspark-shell"}))
+    assert maint.returncode == 0, maint.stderr[-3000:]
+    assert target_rows(cfg) == {0: "n0", 1: "one", 3: "n3", 4: "n4", 5: "n5", 7: "n7"}
+    assert s1["snapshot_id"] not in {snap.snapshot_id for snap in load_table(cfg.catalog, target).snapshots()}
+
+    for res in (first, second, maint):
         assert PASSWORD not in res.stdout + res.stderr
 
 

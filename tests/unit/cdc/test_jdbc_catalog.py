@@ -32,6 +32,8 @@ def test_jdbc_catalog_config_uri_and_env_password() -> None:
     assert (c.type, c.uri, c.warehouse) == ("jdbc", URI, "s3://lake/wh")
     assert c.properties == {"jdbc.user": "cdc", "jdbc.password": "s3cr3t-pw", "uri": URI}
     assert "s3cr3t-pw" not in json.dumps(cfg(jdbc(), {"PG_PW": "s3cr3t-pw"}).redacted())
+    assert "s3cr3t-pw" not in repr(cfg(jdbc(), {"PG_PW": "s3cr3t-pw"}))  # tracebacks, assertion messages, logs
+    assert "'jdbc.password': '***'" in repr(c) and "'jdbc.user': 'cdc'" in repr(c)
     # the uri may also sit in properties (as for rest catalogs); the same value twice is fine
     same = cfg(jdbc(uri=None, properties={"uri": URI}), {}).catalog
     assert same.uri == URI and cfg(jdbc(properties={"uri": URI}), {}).catalog.uri == URI
