@@ -6,6 +6,7 @@ Wiring only: see plugins/cdc_airflow/ingest_dag.py. Parsing imports pyyaml and A
 
 from __future__ import annotations
 
+from cdc_airflow.bootstrap_dag import build_bootstrap_dag
 from cdc_airflow.ingest_dag import build_broken_dag, build_ingest_dag
 from cdc_airflow.pipelines import load_pipelines
 from cdc_airflow.settings import load_settings
@@ -16,4 +17,7 @@ for _p in load_pipelines(_settings):
         _dag = build_broken_dag(f"cdc_{_p.path.stem}", str(_p.path), _p.error or "unknown error")
     else:
         _dag = build_ingest_dag(_settings, _p.config)
+        _boot = build_bootstrap_dag(_settings, _p.config)  # manual cdc_<pipeline>_bootstrap: bootstrap tables only
+        if _boot is not None:
+            globals()[_boot.dag_id] = _boot
     globals()[_dag.dag_id] = _dag
