@@ -28,6 +28,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from cdc import snapshot_summary
 from cdc.bootstrap_config import BootstrapConfig
 from cdc.bootstrap_horizon import Visibility, horizon_from_topic
 from cdc.bootstrap_source import PostgresSnapshot, qualified, session_init
@@ -43,7 +44,7 @@ from cdc.ledger_model import BOOTSTRAP_MODE, bootstrap_row
 from cdc.sql import lit
 from cdc.tables import TableNames, ensure_meta_tables, ensure_target, exists, names
 
-SUMMARY_KEY = "cdc.bootstrap"  # snapshot summary property of the swap commit: {"run_id", "batch_id", "horizon", ...}
+SUMMARY_KEY = snapshot_summary.BOOTSTRAP  # the swap commit's summary: {"run_id", "batch_id", "horizon", ...}
 INTEGER_TYPES = ("smallint", "integer", "bigint")
 DRIVER = "org.postgresql.Driver"
 
@@ -147,10 +148,10 @@ def bootstrap_in_target(spark: Any, target: str) -> dict[str, Any] | None:
     return json.loads(row["b"]) if row is not None else None
 
 
-def recorded(spark: Any, ledger: str, pipeline: str, table: str, batch_id: int) -> bool:
+def recorded(spark: Any, ledger: str, pipeline: str, table: str, run_id: str) -> bool:
     spark.catalog.refreshTable(ledger)
     return spark.sql(f"SELECT 1 FROM {ledger} WHERE pipeline = {lit(pipeline)} AND table_name = {lit(table)} "
-                     f"AND batch_id = {int(batch_id)} AND mode = '{BOOTSTRAP_MODE}'").first() is not None
+                     f"AND run_id = {lit(run_id)} AND mode = '{BOOTSTRAP_MODE}'").first() is not None
 
 
 def write_ledger_row(spark: Any, ledger: str, row: dict[str, Any]) -> None:
@@ -177,11 +178,15 @@ def run_bootstrap(spark: Any, cfg: PipelineConfig, t: TableConfig, replace: bool
         raise ConcurrentRunError(f"{where}: batch {pending.batch_id} is {pending.status} (an ingest run is working "
                                  "on the table or died); let it finish (rerun ingest), then bootstrap")
     done = bootstrap_in_target(spark, n.target)
-    if done is not None and not recorded(spark, n.ledger, cfg.pipeline, t.target, done["batch_id"]):
-        # the swap committed, the ledger row did not: finish that bootstrap (its rows are the target's)
+    if done is not None and not recorded(spark, n.ledger, cfg.pipeline, t.target, done["run_id"]):
+        # the swap committed, the ledger row did not: finish that bootstrap (its rows are the target's); a batch
+        # that took its id in the meantime keeps it, the row gets the next one
+        batch = done["batch_id"] if ledger.owners(t.target, done["batch_id"]) == set() else \
+            ledger.next_batch_id(t.target)
         write_ledger_row(spark, n.ledger, bootstrap_row(
-            cfg.pipeline, t.target, t.topic, done["batch_id"], done["horizon"], done["rows"],
+            cfg.pipeline, t.target, t.topic, batch, done["horizon"], done["rows"],
             _snapshot_id(spark, n.target), done["run_id"], process_owner(), {}))
+        spark.sql(f"DROP TABLE IF EXISTS {staging_name(cfg, t)} PURGE")
         return _summary(t, "recovered", done["rows"], done["lsn"], done["horizon"], done["batch_id"],
                         {"total": time.monotonic() - started})
     if exists(spark, n.target) and not replace and not is_empty(spark, n.target):
@@ -219,7 +224,7 @@ def run_bootstrap(spark: Any, cfg: PipelineConfig, t: TableConfig, replace: bool
                   getattr(t, "layout", None))
     info = {"run_id": run_id, "batch_id": batch_id, "horizon": list(horizon) if horizon else None, "rows": rows,
             "lsn": lsn, "scanned": scanned}
-    swap(spark, stage, n.target, json.dumps(info))
+    swap(spark, stage, n.target, json.dumps(info), cfg.pipeline, batch_id)
     seconds["swap"] = time.monotonic() - t0
     checkpoint("bootstrap_after_swap")
     write_ledger_row(spark, n.ledger, bootstrap_row(cfg.pipeline, t.target, t.topic, batch_id, horizon, rows,
@@ -229,7 +234,7 @@ def run_bootstrap(spark: Any, cfg: PipelineConfig, t: TableConfig, replace: bool
     return _summary(t, "bootstrapped", rows, lsn, horizon, batch_id, seconds, scanned)
 
 
-def swap(spark: Any, stage: str, target: str, info: str) -> None:
+def swap(spark: Any, stage: str, target: str, info: str, pipeline: str, batch_id: int) -> None:
     """Replace every row of ``target`` with ``stage``'s in one Iceberg commit (its summary records ``info``)."""
     from pyspark.sql import functions as F
 
@@ -238,8 +243,11 @@ def swap(spark: Any, stage: str, target: str, info: str) -> None:
     wanted = [f for f in spark.table(target).schema.fields]
     cols = [F.col(quote_spark(f.name)) if f.name in have else F.lit(None).cast(f.dataType).alias(f.name)
             for f in wanted]
-    (spark.table(stage).select(*cols).writeTo(target).option(f"snapshot-property.{SUMMARY_KEY}", info)
-     .overwrite(F.lit(True)))
+    props = {SUMMARY_KEY: info, snapshot_summary.PIPELINE: pipeline, snapshot_summary.BATCH_ID: str(int(batch_id))}
+    writer = spark.table(stage).select(*cols).writeTo(target)
+    for k, v in props.items():
+        writer = writer.option(f"snapshot-property.{k}", v)
+    writer.overwrite(F.lit(True))
 
 
 def _snapshot_id(spark: Any, target: str) -> int | None:

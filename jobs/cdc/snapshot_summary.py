@@ -19,6 +19,7 @@ from typing import Any, Iterator, Mapping, Sequence
 BATCH_ID = "cdc.batch-id"
 PIPELINE = "cdc.pipeline"
 END_OFFSETS = "cdc.end-offsets"  # {"<topic>": {"<partition>": end offset (exclusive)}}, as --end-offsets takes it
+BOOTSTRAP = "cdc.bootstrap"  # a JDBC bootstrap's swap commit: {"run_id", "batch_id", "horizon", ...} (cdc.bootstrap)
 _CLASS = "org.apache.iceberg.spark.CommitMetadata"
 
 

@@ -7,7 +7,6 @@ local broker from offset 0; micro-batches from offset 0 never show a state older
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -209,13 +208,18 @@ def small_setup(setup, broker):
 
 def test_crash_leaves_target_untouched_rerun_and_replace(small_setup, spark):
     db, topic, target, config, src = small_setup
+    meta = load_meta(config)
     killed = finish(start_bootstrap(config, env={"CDC_KILL_AT": "bootstrap_after_stage"}))
     assert killed.returncode == -9, killed.stderr
     assert not spark.catalog.tableExists(f"lake.{target}")  # staged only: the target was never touched
 
-    ok = finish(start_bootstrap(config, "--table", target))
-    assert ok.returncode == 0, ok.stderr
-    assert table_rows(spark, target) == src.rows()
+    killed = finish(start_bootstrap(config, "--table", target, env={"CDC_KILL_AT": "bootstrap_after_swap"}))
+    assert killed.returncode == -9, killed.stderr
+    assert table_rows(spark, target) == src.rows() and bootstrap_rows(spark, meta) == []  # swapped, not recorded
+
+    finished = finish(start_bootstrap(config))  # finishes the swapped bootstrap: its ledger row, nothing re-read
+    assert finished.returncode == 0, finished.stderr
+    assert summary_of(finished)["tables"][0]["status"] == "recovered" and len(bootstrap_rows(spark, meta)) == 1
 
     src.tx(("u", 1, "changed", "changed"))
     refused = finish(start_bootstrap(config))
@@ -224,4 +228,16 @@ def test_crash_leaves_target_untouched_rerun_and_replace(small_setup, spark):
 
     replaced = finish(start_bootstrap(config, "--replace"))
     assert replaced.returncode == 0, replaced.stderr
-    assert table_rows(spark, target) == src.rows()
+    assert table_rows(spark, target) == src.rows() and len(bootstrap_rows(spark, meta)) == 2
+
+
+def load_meta(config: Path) -> str:
+    import yaml
+
+    return yaml.safe_load(config.read_text())["metadata_namespace"]
+
+
+def bootstrap_rows(spark, meta: str) -> list:
+    ledger = f"lake.{meta}.ledger"
+    spark.catalog.refreshTable(ledger)
+    return spark.sql(f"SELECT batch_id, truncate_barrier FROM {ledger} WHERE mode = 'bootstrap'").collect()
