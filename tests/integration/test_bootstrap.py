@@ -6,10 +6,12 @@ local broker from offset 0; micro-batches from offset 0 never show a state older
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
 import time
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -241,3 +243,58 @@ def bootstrap_rows(spark, meta: str) -> list:
     ledger = f"lake.{meta}.ledger"
     spark.catalog.refreshTable(ledger)
     return spark.sql(f"SELECT batch_id, truncate_barrier FROM {ledger} WHERE mode = 'bootstrap'").collect()
+
+
+TYPED = {  # PostgreSQL type → (a value as SQL, what the bootstrapped column holds, read through Spark)
+    "smallint": ("-7", -7), "integer": ("2147483647", 2147483647), "bigint": ("-9007199254740993", -9007199254740993),
+    "real": ("1.5", 1.5), "double precision": ("-2.25e100", -2.25e100), "boolean": ("true", True),
+    "bit(1)": ("B'1'", True), "text": ("'ünïcode'", "ünïcode"), "character varying(20)": ("'v'", "v"),
+    "character(3)": ("'ab'", "ab "), "bytea": ("'\\x00ff10'::bytea", b"\x00\xff\x10"),
+    "numeric(10,2)": ("12345678.91", Decimal("12345678.91")), "numeric(38,0)": ("-1" + "0" * 37, Decimal("-1E+37")),
+    "numeric": ("3.1415926535", Decimal("3.1415926535")), "date": ("'2024-02-29'", dt.date(2024, 2, 29)),
+    "time(3) without time zone": ("'23:59:58.123'", 86398123000),
+    "time without time zone": ("'00:00:01.000001'", 1000001),
+    "timestamp(3) without time zone": ("'1969-12-31 23:59:59.999'", dt.datetime(1969, 12, 31, 23, 59, 59, 999000)),
+    "timestamp without time zone": ("'2024-05-01 08:00:00.123456'", dt.datetime(2024, 5, 1, 8, 0, 0, 123456)),
+    "timestamp with time zone": ("'2024-05-01 10:00:00.5+02'", "2024-05-01T08:00:00.500000Z"),
+    "time with time zone": ("'10:15:30.25+02'", "08:15:30.25Z"),
+    "json": ("'{\"a\": [1, 2]}'", '{"a": [1, 2]}'), "jsonb": ("'{\"b\":1, \"a\":2}'", '{"a": 2, "b": 1}'),
+    "uuid": ("'123e4567-e89b-12d3-a456-426614174000'", "123e4567-e89b-12d3-a456-426614174000"),
+    "xml": ("'<a>1</a>'", "<a>1</a>"), "integer[]": ("'{1,NULL,3}'", [1, None, 3]),
+    "text[]": ("'{x,\"y z\"}'", ["x", "y z"]),
+}
+
+
+def test_every_mapped_type_gets_the_debezium_paths_column(setup, postgres, spark):
+    """Column by column: the bootstrapped table's schema is the one the Debezium path creates from the same
+    columns' events (tests.unit.cdc.test_bootstrap.DEBEZIUM, decoded by the job's JSON decoder), and the values
+    are the Debezium path's representations."""
+    import pyarrow as pa
+
+    from cdc.tables import spark_type
+    from tests.unit.cdc.test_bootstrap import DEBEZIUM, debezium_columns
+
+    db, topic, target, config, src = setup
+    cols = list(TYPED)
+    assert cols == list(DEBEZIUM)
+    postgres.execute("DROP TABLE customers", database=db)
+    columns = ", ".join(f"c{i} {t}" for i, t in enumerate(cols))
+    postgres.execute(f"CREATE TABLE customers (id int PRIMARY KEY, {columns})", database=db)
+    postgres.execute(f"INSERT INTO customers VALUES (1, {', '.join(TYPED[t][0] for t in cols)})", database=db)
+    postgres.execute("INSERT INTO customers (id) VALUES (2)", database=db)
+    res = finish(start_bootstrap(config))
+    assert res.returncode == 0, res.stderr
+    table = f"lake.{target}"
+    debezium = debezium_columns()
+    fields = {f.name: f.dataType for f in spark.table(table).schema.fields}
+    for i, pg_type in enumerate(cols):
+        assert fields[f"c{i}"] == spark_type(debezium[f"c{i}"]), pg_type
+    zoned = [i for i, t in enumerate(cols) if t == "timestamp with time zone"][0]
+    row = spark.sql(f"SELECT *, date_format(to_utc_timestamp(c{zoned}, current_timezone()), "
+                    f"\"yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'\") AS zoned FROM {table} WHERE id = 1").first().asDict()
+    row[f"c{zoned}"] = row.pop("zoned")
+    for i, pg_type in enumerate(cols):
+        assert row[f"c{i}"] == TYPED[pg_type][1], pg_type
+    empty = spark.sql(f"SELECT * FROM {table} WHERE id = 2").first().asDict()
+    assert all(v is None for k, v in empty.items() if k.startswith("c")), empty
+    assert pa.types.is_int64(debezium[f"c{cols.index('time without time zone')}"])
