@@ -147,7 +147,7 @@ class JsonDecoder(Decoder):
         k = self._decode_key(key)
         doc = _loads(value, "value") if value else None
         if doc is None or (isinstance(doc, dict) and _has_schema(doc) and doc["payload"] is None):
-            return Event(TOMBSTONE, key=k)
+            return Event(TOMBSTONE, key=mongodb.tombstone_key(k, self._columns))
         schema = None
         if isinstance(doc, dict) and _has_schema(doc):
             schema, doc = doc["schema"], doc["payload"]

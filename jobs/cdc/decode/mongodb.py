@@ -16,16 +16,19 @@ pre-images) are strings, and the message key is ``{"id": "<_id as Extended JSON 
   *unavailable*, the rule used for unchanged TOAST columns (``cdc.merge``). Refused with a ``DecodeError`` (dead
   letter, naming what to change): changes to nested paths (``a.b``), ``truncatedArrays``, oplog ``$v: 2`` diffs
   and other update operators. Use ``capture.mode: change_streams_update_full`` to get full documents.
+* Tombstones carry ``{"_id": text}`` too (on compacted topics they delete that row).
+* Format avro: ``cdc.decode.avro_connectors.MongoAvroDecoder`` hands the Avro datum (same shape as the JSON payload,
+  documents still JSON text) to the same functions.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Sequence
 
 from cdc.decode.envelope import RowPlan, to_event
-from cdc.decode.model import Event
+from cdc.decode.model import Column, Event
 from cdc.errors import DecodeError
 
 KEY = "_id"
@@ -43,6 +46,13 @@ def key(doc: dict[str, Any]) -> dict[str, Any]:
     if set(doc) == {"id"}:
         return {KEY: doc["id"] if isinstance(doc["id"], str) or doc["id"] is None else _text(doc["id"])}
     return doc
+
+
+def tombstone_key(k: dict[str, Any] | None, columns: Sequence[Column] | None) -> dict[str, Any] | None:
+    """A tombstone's message key in the row's terms: ``{"id": text}`` → ``{"_id": text}`` on a MongoDB table (bound
+    columns with ``_id`` and without ``id``; a tombstone has no value to tell the connector by)."""
+    names = {c.name for c in columns or ()}
+    return key(k) if k is not None and set(k) == {"id"} and KEY in names and "id" not in names else k
 
 
 def envelope(payload: dict[str, Any], k: dict[str, Any] | None) -> tuple[dict[str, Any], frozenset[str] | None]:

@@ -137,3 +137,10 @@ def test_mongodb_event_outside_the_mongodb_decoders_is_refused_clearly():
     payload = json.loads(value("c", schema=False, after=DOC))
     with pytest.raises(DecodeError, match="not the MongoDB connector's"):
         to_event(payload, {"id": "1004"}, row_plan([], None, "__debezium_unavailable_value"))
+
+
+@pytest.mark.parametrize("schema", [True, False])
+def test_mongodb_tombstone_key_is_the_id_column_so_compacted_topics_delete_the_row(schema):
+    dec, _, _ = bound([(key("1004", schema), value("c", schema, after=DOC))])
+    tomb = dec.decode(key("1004", schema), None)
+    assert tomb.kind == "tombstone" and tomb.key == {"_id": "1004"}
