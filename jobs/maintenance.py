@@ -176,6 +176,8 @@ class Maintenance:
         return min(align(p, width) or p for p in newest.values())
 
     def run(self, tables: tuple["TableConfig", ...]) -> None:
+        from cdc.ledger_model import changes_identifier
+
         for t in tables:
             target = f"{self.cat}.{t.target}"
             if self.exists(target):
@@ -185,6 +187,9 @@ class Maintenance:
                 self.staging(t, staging)
             if self.exists(tomb):
                 self.tombstones(t, tomb)
+            changes = f"{self.cat}.{changes_identifier(self.cfg.metadata_namespace, t.target)}"
+            if self.exists(changes):  # write_mode scd2's change log: never pruned (the versions come from it)
+                self.target(changes)
         for name in ("ledger", "dead_letters"):
             ident = f"{self.cat}.{self.cfg.metadata_namespace}.{name}"
             if self.exists(ident):

@@ -43,7 +43,8 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
                 track_columns: Sequence[str] = ()) -> ApplyResult:
     check_mode(spark, names.target, write_mode)
     if write_mode != "upsert":  # append (changelog) / scd2 (history): cdc.modes
-        return apply_mode(spark, names, batch_id, row_columns, key, ordering, write_mode, track_columns, stats, epochs)
+        return apply_mode(spark, names, batch_id, row_columns, key, ordering, write_mode, track_columns, stats, epochs,
+                          layout)
     soft = delete_mode == "soft"
     key_cols = [c for c in row_columns if c.name in key]
     ensure_target(spark, names.target, row_columns, key, ordering, soft, layout)
@@ -93,15 +94,16 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
 
 def apply_mode(spark: Any, names: TableNames, batch_id: int, row_columns: Sequence[Column], key: Sequence[str],
                ordering: Sequence[str], write_mode: str, track_columns: Sequence[str], stats: BatchStats,
-               epochs: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] | None) -> ApplyResult:
+               epochs: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] | None,
+               layout: TableLayout | None = None) -> ApplyResult:
     spec = ModeSpec(target=names.target, staging=names.staging, batch_id=batch_id, key=tuple(key),
                     columns=tuple(c.name for c in row_columns), ordering=tuple(ordering),
                     toast_columns=stats.toast_columns, log=names.changes, track_columns=tuple(track_columns))
     point = lambda p: checkpoint(p)  # noqa: E731 - looked up per call (tests replace cdc.apply.checkpoint)
     if write_mode == "append":
-        counts = apply_append(spark, spec, row_columns, point)
+        counts = apply_append(spark, spec, row_columns, point, layout)
     else:
-        counts = apply_scd2(spark, spec, row_columns, stats.truncate is not None, point)
+        counts = apply_scd2(spark, spec, row_columns, stats.truncate is not None, point, layout)
     if epochs and epochs != target_epochs(spark, names.target):
         raw = json.dumps([[e, [list(s) for s in starts]] for e, starts in epochs])
         spark.sql(f"ALTER TABLE {names.target} SET TBLPROPERTIES ('{EPOCHS_PROPERTY}' = '{raw}')")

@@ -55,6 +55,8 @@ class TableSpec:
     adversarial: bool  # move_later (only without TOAST: a placeholder cannot be resolved before its base value)
     compacted: bool = False  # compacted topic: most deletes are gone, their tombstones remain (not adversarial)
     explicit_ordering: bool = False  # ordering: [source.lsn] instead of auto (PostgreSQL only)
+    write_mode: str = "upsert"  # upsert | append | scd2 (append/scd2: tests/integration/mode_oracle.py)
+    track_columns: tuple[str, ...] = ()  # scd2 only
 
 
 @dataclass
@@ -86,6 +88,12 @@ class Scenario:
                 restarts=rng.randint(0, 3), adversarial=adversarial,
                 compacted=not adversarial and rng.random() < 0.25,
                 explicit_ordering=connector == "postgresql" and rng.random() < 0.15))
+            mode = random.Random(f"mode-{seed}-{i}")  # its own stream: the draws above stay as they were
+            tables[-1].write_mode = mode.choice(("upsert", "upsert", "append", "scd2"))
+            if tables[-1].write_mode != "upsert":
+                tables[-1].compacted = False  # compacted-away deletes are not changes these modes can show
+            if tables[-1].write_mode == "scd2" and mode.random() < 0.5:
+                tables[-1].track_columns = ("name", "active")
         batch_sizes = [rng.choice((3, 7, 15, 30, 80)) for _ in range(3)]
         crash = None
         if crash_kinds and rng.random() < crash_odds:
@@ -118,7 +126,9 @@ class Outcome:
         s = self.scenario
         kinds = ",".join(f"{t.connector[:2]}/{t.delete_mode}/p{t.partitions}/{t.replica_identity}"
                          f"{'/adv' if t.adversarial else ''}{'/compacted' if t.compacted else ''}"
-                         f"{'/explicit' if t.explicit_ordering else ''}" for t in s.tables)
+                         f"{'/explicit' if t.explicit_ordering else ''}"
+                         f"{'' if t.write_mode == 'upsert' else '/' + t.write_mode}"
+                         f"{'/track' if t.track_columns else ''}" for t in s.tables)
         return (f"seed={s.seed} fmt={s.fmt} tables=[{kinds}] batches={s.batch_sizes} crash={s.crash} "
                 f"{'gc ' if s.gc else ''}tz={s.tz} "
                 f"runs={self.runs} {self.seconds:.0f}s")
@@ -160,7 +170,10 @@ class Harness:
             "batch": {"read_timeout_seconds": 20, "chunk_size": 25},
             "tables": [{"topic": s.topic, "target": s.target, "delete_mode": s.spec.delete_mode,
                         "max_dead_letter_ratio": 0.0, "compacted": s.spec.compacted,
-                        **({"ordering": ["source.lsn"]} if s.spec.explicit_ordering else {})} for s in streams],
+                        **({"ordering": ["source.lsn"]} if s.spec.explicit_ordering else {}),
+                        **({"write_mode": s.spec.write_mode} if s.spec.write_mode != "upsert" else {}),
+                        **({"track_columns": list(s.spec.track_columns)} if s.spec.track_columns else {})}
+                       for s in streams],
         }
         if scenario.fmt == "avro":
             raw["schema_registry"] = {"url": self.registry.url}
@@ -209,7 +222,8 @@ class Harness:
         names = [f"lake.{meta}.ledger", f"lake.{meta}.dead_letters"]
         for t in raw["tables"]:
             flat = t["target"].replace(".", "__")
-            names += [f"lake.{t['target']}", f"lake.{meta}.staging__{flat}", f"lake.{meta}.tombstones__{flat}"]
+            names += [f"lake.{t['target']}", f"lake.{meta}.staging__{flat}", f"lake.{meta}.tombstones__{flat}",
+                      f"lake.{meta}.changes__{flat}"]
         for n in names:
             try:
                 self.spark.catalog.refreshTable(n)
@@ -379,6 +393,10 @@ def compare(spark: Any, table: str, s: Stream) -> list[str]:
         if expected:
             return [f"{table}: cannot read ({str(exc).splitlines()[0][:200]})"]
         return []
+    if s.spec.write_mode != "upsert":
+        from tests.integration.mode_oracle import compare_mode
+
+        return compare_mode(rows, have, table, s.spec.write_mode, s.records, cols, pk, s.spec.track_columns)
     bad = []
     soft = s.spec.delete_mode == "soft"
     if soft and rows and "__deleted" not in have:

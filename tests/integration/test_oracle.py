@@ -55,6 +55,21 @@ FAST = [
 ]
 
 
+# Write modes (tests/integration/mode_oracle.py): append and scd2 with TOAST, truncates, redeliveries, adversarial
+# reordering and a crash; scd2 also with track_columns.
+FAST += [
+    Scenario(seed=104, fmt="json", tables=[spec(1041, write_mode="append"),
+                                           spec(1042, connector="mysql", adversarial=True, write_mode="append")],
+             batch_sizes=[8, 17, 30], crash="raise:after_merge", crash_run=1),
+    Scenario(seed=105, fmt="avro", tables=[spec(1051, write_mode="scd2", track_columns=("name", "active"),
+                                                replica_identity="default"),
+                                           spec(1052, connector="mysql", adversarial=True, write_mode="scd2",
+                                                partitions=3)],
+             batch_sizes=[10, 5, 30], crash=f"raise:{random.Random(105).choice(CRASH_POINTS)}", crash_run=1,
+             split=0.5),
+]
+
+
 @pytest.mark.parametrize("scenario", FAST, ids=lambda s: f"seed{s.seed}")
 def test_oracle_in_process(harness, scenario):
     check(harness, scenario)

@@ -16,7 +16,7 @@ another Kafka offset) is the same change; a keyless table's records by Kafka par
 
 from __future__ import annotations
 
-from cdc.layout import (BATCH_ID, INGESTED_AT, KAFKA_OFFSET, KAFKA_PARTITION, OFFSET, OP, PARTITION, SOURCE_TS_MS,
+from cdc.layout import (BATCH_ID, EPOCH, INGESTED_AT, KAFKA_OFFSET, KAFKA_PARTITION, OFFSET, OP, PARTITION, SOURCE_TS_MS,
                         UNAVAILABLE)
 from cdc.modes import ModeSpec
 from cdc.sql import key_join, lit, q
@@ -47,8 +47,16 @@ def identity_sql(spec: ModeSpec, t: str, s: str, t_staged: bool = False) -> str:
     part, off = (PARTITION, OFFSET) if t_staged else (KAFKA_PARTITION, KAFKA_OFFSET)
     if not spec.key:
         return f"{t}.{q(part)} = {s}.`__partition` AND {t}.{q(off)} = {s}.`__offset`"
-    same = [f"{t}.{q(c)} <=> {s}.{q(c)}" for c in (*spec.key, *spec.ordering)]
-    return " AND ".join([*same, f"{t}.`__op` = {s}.`__op`"])
+    return " AND ".join([*same_position(spec, t, s), f"{t}.`__op` = {s}.`__op`"])
+
+
+def same_position(spec: ModeSpec, a: str, b: str) -> list[str]:
+    """Key and ordering columns equal (NULL-safe; a NULL ordering epoch is epoch 0, as ``cdc.layout.align``)."""
+    out = [f"{a}.{q(c)} <=> {b}.{q(c)}" for c in spec.key]
+    for c in spec.ordering:
+        out.append(f"coalesce({a}.{q(c)}, 0) = coalesce({b}.{q(c)}, 0)" if c == EPOCH
+                   else f"{a}.{q(c)} <=> {b}.{q(c)}")
+    return out
 
 
 def carry_sql(col: str) -> str:

@@ -48,16 +48,19 @@ def check_mode(spark: Any, target: str, mode: str) -> None:
                           "is kept as it is)")
 
 
-def ensure_table(spark: Any, name: str, columns: Sequence[Column], mode: str | None) -> None:
-    """Create a mode's table (all columns nullable, no identifier fields: keys repeat), or evolve it."""
-    from cdc.tables import ddl, evolve, exists, props_sql
+def ensure_table(spark: Any, name: str, columns: Sequence[Column], mode: str | None, layout: Any = None) -> None:
+    """Create a mode's table (all columns nullable, no identifier fields: keys repeat), or evolve it; a target
+    gets the configured ``partition_by`` / ``sort_by`` / ``properties`` (``cdc.tables.apply_layout``)."""
+    from cdc.tables import apply_layout, ddl, evolve, exists, props_sql
 
     if not exists(spark, name):
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name.rsplit('.', 1)[0]}")
         extra = {WRITE_MODE_PROPERTY: mode} if mode else {}
         spark.sql(f"CREATE TABLE {name} ({ddl(columns)}) USING iceberg TBLPROPERTIES ({props_sql(extra)})")
-        return
-    evolve(spark, name, columns)
+    else:
+        evolve(spark, name, columns)
+    if layout is not None:
+        apply_layout(spark, name, layout)
 
 
 def nullable(row: Sequence[Column]) -> list[Column]:
@@ -83,8 +86,9 @@ def _view(spark: Any, df: Any) -> str:
     return name
 
 
-def apply_append(spark: Any, spec: ModeSpec, row: Sequence[Column], checkpoint: Checkpoint) -> dict[str, int]:
-    ensure_table(spark, spec.target, [*nullable(row), *target_meta(spec.ordering, soft=False)], "append")
+def apply_append(spark: Any, spec: ModeSpec, row: Sequence[Column], checkpoint: Checkpoint,
+                 layout: Any = None) -> dict[str, int]:
+    ensure_table(spark, spec.target, [*nullable(row), *target_meta(spec.ordering, soft=False)], "append", layout)
     changes = append.fill_toast_sql(spec, append.batch_changes_sql(spec))
     new = spark.sql(append.new_changes_sql(spec, changes)).localCheckpoint()
     inserted = new.count()
@@ -100,12 +104,12 @@ def apply_append(spark: Any, spec: ModeSpec, row: Sequence[Column], checkpoint: 
 
 
 def apply_scd2(spark: Any, spec: ModeSpec, row: Sequence[Column], truncated: bool,
-               checkpoint: Checkpoint) -> dict[str, int]:
+               checkpoint: Checkpoint, layout: Any = None) -> dict[str, int]:
     missing = [c for c in spec.track_columns if c not in spec.columns]
     if missing:
         raise ConfigError(f"table {spec.target}: track_columns {missing} are not columns of the table "
                           f"(columns: {', '.join(spec.columns)}); fix track_columns in the pipeline YAML")
-    ensure_table(spark, spec.target, scd2_columns(row, spec.ordering), "scd2")
+    ensure_table(spark, spec.target, scd2_columns(row, spec.ordering), "scd2", layout)
     ensure_table(spark, spec.log, log_columns(row, spec.ordering), None)
     spark.sql(scd2.log_merge_sql(spec, append.batch_changes_sql(spec)))
     checkpoint("after_log")

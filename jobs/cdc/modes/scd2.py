@@ -27,7 +27,7 @@ from __future__ import annotations
 from cdc.layout import (BATCH_ID, INGESTED_AT, IS_CURRENT, KAFKA_OFFSET, KAFKA_PARTITION, OP, SOURCE_TS_MS,
                         UNAVAILABLE, VALID_FROM, VALID_TO)
 from cdc.modes import ModeSpec
-from cdc.modes.append import carry_sql, change_columns, identity_sql
+from cdc.modes.append import carry_sql, change_columns, identity_sql, same_position
 from cdc.sql import key_join, lit, q
 
 OPENS = "('c', 'r', 'u')"  # ops that start a version
@@ -101,7 +101,7 @@ def versions_sql(spec: ModeSpec, events: str) -> str:
 
 def version_identity(spec: ModeSpec, a: str, b: str) -> str:
     """Rows ``a`` and ``b`` (target names) are the same version: same key, same starting change."""
-    same = [f"{a}.{q(c)} <=> {b}.{q(c)}" for c in spec.ordering]
+    same = same_position(spec, a, b)[len(spec.key):]
     return " AND ".join([key_join(a, b, spec.key), *same, f"{a}.{q(KAFKA_PARTITION)} = {b}.{q(KAFKA_PARTITION)}",
                          f"{a}.{q(KAFKA_OFFSET)} = {b}.{q(KAFKA_OFFSET)}"])
 
