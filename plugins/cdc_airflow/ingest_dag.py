@@ -98,9 +98,11 @@ def publish_run(planned: list[dict[str, Any]] | None, summaries: list[Any],
         log.info("batch %s", json.dumps(row, sort_keys=True, default=str))
     log.info("totals %s", json.dumps(report["totals"], sort_keys=True))
     report["stale"] = freshness() if freshness is not None else []
-    if report["missing"]:
-        raise AirflowFailException(f"no batch summary from {', '.join(report['missing'])} "
-                                   "(their ingest task failed or the job printed no summary)")
+    failed = [r["table"] for r in report["tables"] if r.get("status") == "failed"]
+    if report["missing"] or failed:
+        raise AirflowFailException("; ".join(
+            ([f"no batch summary from {', '.join(report['missing'])} (their ingest task failed or the job printed no "
+              "summary)"] if report["missing"] else []) + ([f"failed: {', '.join(failed)}"] if failed else [])))
     return report
 
 
@@ -159,7 +161,11 @@ def build_ingest_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
         def publish() -> dict[str, Any]:
             ctx = get_current_context()
             ti = ctx["ti"]
-            return publish_run(ti.xcom_pull(task_ids="plan"), ti.xcom_pull(task_ids=["ingest"]) or [],
+            from cdc_airflow.spark import PARTIAL_SUMMARY_KEY
+
+            summaries = [*(ti.xcom_pull(task_ids=["ingest"]) or []),  # + groups that failed in part (cdc.group)
+                         *(ti.xcom_pull(task_ids=["ingest"], key=PARTIAL_SUMMARY_KEY) or [])]
+            return publish_run(ti.xcom_pull(task_ids="plan"), summaries,
                                lambda: check_freshness(settings, config_path, ctx))
 
         ingest >> publish()

@@ -84,7 +84,9 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
                     super().execute(context)
                 except AirflowException as exc:  # the provider's "spark-submit failed": our result says why
                     failure = exc
-            summary = job_outcome(cli.read_result(result_file), failure)
+            result = cli.read_result(result_file)
+            push_partial(context, result)
+            summary = job_outcome(result, failure)
         self.cdc_summary = summary
         if self.emit_assets:
             from cdc_airflow.assets import emit
@@ -98,6 +100,16 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
         from cdc_airflow.lineage import operator_lineage
 
         return operator_lineage(self.cdc_lineage, self.cdc_summary)
+
+
+PARTIAL_SUMMARY_KEY = "cdc_partial_summary"
+
+
+def push_partial(context: Any, result: cli.JobResult | None) -> None:
+    """A group of tables that failed in part (``cdc.group``): its per-table summary (committed and failed tables)
+    as XCom ``cdc_partial_summary``, for ``publish`` and people, before the task fails."""
+    if result is not None and result.summary and cli.outcome(result.exit_code) != "ok":
+        context["ti"].xcom_push(key=PARTIAL_SUMMARY_KEY, value=result.summary)
 
 
 def shared_result_location(context: Any) -> str | None:

@@ -76,6 +76,10 @@ def test_a_failing_table_fails_its_group_only_and_alerts_name_it(env: dict[str, 
     assert dr.state == "failed"
     states = {ti.rendered_map_index: ti.state for (t, _), ti in tis.items() if t == "ingest"}
     assert states == {"inv.a, inv.b": "failed", "inv.c": "success"}
+    [(key, group)] = [(k, ti) for k, ti in tis.items() if k[0] == "ingest" and ti.state == "failed"]
+    partial = group.xcom_pull(task_ids="ingest", map_indexes=key[1], key="cdc_partial_summary")
+    assert [(t["table"], t["status"]) for t in partial["tables"]] == [("inv.a", "committed"), ("inv.b", "failed")]
+    assert tis[("publish", -1)].state == "failed"
     [alert] = [a for a in recorded() if a["task_id"] == "ingest"]
     assert (alert["kind"], alert["error_class"], alert["table"]) == ("terminal", "ConfigError", "inv.a, inv.b")
     assert "inv.b: simulated failure with exit 2" in alert["message"]
