@@ -9,7 +9,7 @@
   own code (``JsonDecoder.payload_columns`` / ``decode_payload``, ``cdc.decode.mongodb``), so rows are identical to
   format json's.
 * ``AvroByConnector`` (what ``make_decoder`` returns for ``envelope: debezium``): the plain ``AvroDecoder``, or
-  ``MongoAvroDecoder`` when the subject's newest value schema has the MongoDB connector's ``Source`` record;
+  ``MongoAvroDecoder`` when the subject's newest value schema is a MongoDB envelope (``is_mongodb_schema``);
   decided once, on the driver, at the first schema-side call, and ``bind`` returns the chosen decoder itself.
 
 Both decoders are decoded record by record: ``FlattenedAvroDecoder.vectorised`` is False, so ``cdc.kafka.read`` never
@@ -32,7 +32,9 @@ from cdc.decode.model import TOMBSTONE, Column, Event
 from cdc.errors import DecodeError
 from cdc.types import ConnectField, from_avro
 
-MONGODB_SOURCE = "io.debezium.connector.mongodb.Source"
+# the Source struct's Connect name (the connector has always named it "mongo"; "mongodb" accepted too)
+MONGODB_SOURCES = frozenset({"io.debezium.connector.mongo.Source", "io.debezium.connector.mongodb.Source"})
+JSON_DOCUMENT = "io.debezium.data.Json"
 
 
 class FlattenedAvroDecoder(AvroDecoder):
@@ -83,13 +85,17 @@ class MongoAvroDecoder(JsonDecoder):
 
 
 def is_mongodb_schema(text: str) -> bool:
-    """Is this Avro value schema (registry text) a Debezium MongoDB envelope?"""
+    """Is this Avro value schema (registry text) a Debezium MongoDB envelope? Its ``source`` struct is the MongoDB
+    connector's, or its ``after`` is a JSON document as text (no relational connector sends that)."""
     try:
         node = from_avro(json.loads(text))
     except (ValueError, DecodeError):
         return False
-    source = node.child("source") if node.type == "struct" else None
-    return source is not None and source.name == MONGODB_SOURCE
+    if node.type != "struct":
+        return False
+    source, after = node.child("source"), node.child("after")
+    return ((source is not None and source.name in MONGODB_SOURCES)
+            or (after is not None and after.type == "string" and after.name == JSON_DOCUMENT))
 
 
 class AvroByConnector(Decoder):
@@ -152,4 +158,4 @@ class AvroByConnector(Decoder):
         return getattr(self.avro, name)
 
 
-__all__ = ["AvroByConnector", "FlattenedAvroDecoder", "MongoAvroDecoder", "is_mongodb_schema"]
+__all__ = ["AvroByConnector", "FlattenedAvroDecoder", "MongoAvroDecoder", "MONGODB_SOURCES", "is_mongodb_schema"]

@@ -3,7 +3,7 @@
 
 MongoDB: the envelope of Debezium's MongoDB connector (2.x change streams): ``before``/``after`` as
 ``io.debezium.data.Json`` text, ``updateDescription`` (``removedFields``, ``updatedFields`` as JSON text,
-``truncatedArrays``), the ``io.debezium.connector.mongodb.Source`` block (``ts_ms``, ``ord``), key ``{id: string}``
+``truncatedArrays``), the ``io.debezium.connector.mongo.Source`` block (``ts_ms``, ``ord``), key ``{id: string}``
 (documentation/modules/ROOT/pages/connectors/mongodb.adoc). Flattened: a PostgreSQL row plus
 ``add.fields=op,lsn,source.ts_ms,source.sequence`` and ``delete.handling.mode=rewrite`` (``__deleted``), as in
 ../shared/fixtures/debezium/unwrap-smt.
@@ -17,7 +17,7 @@ from typing import Any
 from tests.integration import events
 
 JSON_TEXT = {"type": "string", "optional": True, "name": "io.debezium.data.Json", "version": 1}
-MONGO_SOURCE = {"type": "struct", "name": "io.debezium.connector.mongodb.Source", "optional": False, "field": "source",
+MONGO_SOURCE = {"type": "struct", "name": "io.debezium.connector.mongo.Source", "optional": False, "field": "source",
                 "fields": [{"type": "string", "optional": False, "field": f}
                            for f in ("version", "connector", "name")]
                 + [{"type": "int64", "optional": False, "field": "ts_ms"},

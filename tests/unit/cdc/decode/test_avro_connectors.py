@@ -19,7 +19,7 @@ import pytest
 from cdc.config import parse_config
 from cdc.decode.avro import AvroDecoder
 from cdc.decode.avro_batch import stage_avro
-from cdc.decode.avro_connectors import AvroByConnector, FlattenedAvroDecoder, MongoAvroDecoder
+from cdc.decode.avro_connectors import AvroByConnector, FlattenedAvroDecoder, MongoAvroDecoder, is_mongodb_schema
 from cdc.decode.factory import make_decoder
 from cdc.kafka.read import ReadSpec, stage_messages
 from cdc.layout import RAW_KEY, RAW_VALUE
@@ -28,8 +28,8 @@ from cdc.tables import arrow_schema, staging_columns
 from devtools.registry import LocalSchemaRegistry
 from tests.integration import events
 from tests.unit.cdc.decode.avro_history import first_difference
-from tests.unit.cdc.decode.connect_avro import AvroWire
-from tests.unit.cdc.decode.connector_events import flat, mongo
+from tests.unit.cdc.decode.connect_avro import AvroWire, avro_schema
+from tests.unit.cdc.decode.connector_events import MONGO_ENVELOPE, MONGO_SOURCE, flat, flat_schema, mongo
 from tests.unit.cdc.decode.samples import load
 
 _topics = itertools.count()
@@ -131,6 +131,21 @@ def test_mongodb_avro_matches_schemaless_json_too_and_keys_tombstones_by_id(regi
     assert arows.equals(jrows), first_difference(arows, jrows)
     tomb = adec.decode(*wire.record(*with_schema[2]))
     assert tomb.kind == "tombstone" and tomb.key == {"_id": "1004"}  # deletes its row on compacted topics
+
+
+def test_mongodb_envelopes_are_recognised_by_the_source_struct_or_the_json_document():
+    """Debezium names the MongoDB Source struct io.debezium.connector.mongo.Source (MongoDbSourceInfoStructMaker)."""
+    assert is_mongodb_schema(json.dumps(avro_schema(MONGO_ENVELOPE)))
+    renamed = {**MONGO_SOURCE, "name": "io.debezium.connector.mongodb.Source"}
+    assert is_mongodb_schema(json.dumps(avro_schema({**MONGO_ENVELOPE, "fields": [
+        renamed if f["field"] == "source" else f for f in MONGO_ENVELOPE["fields"]]})))
+    unnamed = {**MONGO_SOURCE, "name": "x.Source"}
+    assert is_mongodb_schema(json.dumps(avro_schema({**MONGO_ENVELOPE, "fields": [
+        unnamed if f["field"] == "source" else f for f in MONGO_ENVELOPE["fields"]]})))  # after: Json text
+    relational = json.loads(events.sqlserver("c", 1, {"id": 1, "name": "a", "bio": None}, "0000002d:00000a40:0003",
+                                             None)[1])["schema"]
+    assert not is_mongodb_schema(json.dumps(avro_schema(relational)))
+    assert not is_mongodb_schema(json.dumps(avro_schema(flat_schema())))
 
 
 # ------------------------------------------------------------------------------------------------------ flattened
