@@ -39,10 +39,11 @@ def group_plans(plans: Sequence[TablePlan], req: RunRequest, config_path: str, t
     if tables_per_task <= 1 or len(plans) <= 1:
         return [p.as_kwargs() for p in plans]
     n_groups = math.ceil(len(plans) / tables_per_task)
-    size = math.ceil(len(plans) / n_groups)
-    out = []
-    for i in range(0, len(plans), size):
-        chunk = plans[i:i + size]
+    base, extra = divmod(len(plans), n_groups)
+    out, i = [], 0
+    for g in range(n_groups):
+        chunk = plans[i:i + base + (g < extra)]
+        i += len(chunk)
         if len(chunk) == 1:
             out.append(chunk[0].as_kwargs())
             continue
