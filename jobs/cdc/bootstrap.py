@@ -202,6 +202,7 @@ def run_bootstrap(spark: Any, cfg: PipelineConfig, t: TableConfig, replace: bool
         seconds["snapshot"] = time.monotonic() - t0
         checkpoint("bootstrap_after_snapshot")
         plan = plan_columns(snap, t, b, f"{cfg.source_path}: table {t.target}")
+        seconds["connector_wait"] = snap.wait_for_connector()
         t0 = time.monotonic()
         horizon, scanned = horizon_from_topic(cfg, t, plan.row_columns, Visibility.parse(snap.visibility),
                                               cfg.batch.read_timeout_seconds)

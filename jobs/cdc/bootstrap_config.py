@@ -11,6 +11,8 @@
           split_column: id                 # default: the single-column primary key
           num_partitions: 8                # parallel JDBC reads over the split column's [min, max]
           fetch_size: 10000                # rows per round trip (>= 1: the read runs in a transaction)
+          connector_slot: debezium         # optional: wait until the connector's replication slot has confirmed
+          connector_wait_seconds: 600      #   the snapshot's WAL position (its changes are in Kafka), at most this long
 
 Used by ``cdc.config`` (one hook) and the bootstrap job (``cdc.bootstrap``).
 """
@@ -21,7 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-ALLOWED = ("jdbc_url", "user", "password", "source_table", "split_column", "num_partitions", "fetch_size")
+ALLOWED = ("jdbc_url", "user", "password", "source_table", "split_column", "num_partitions", "fetch_size",
+           "connector_slot", "connector_wait_seconds")
 _IDENT = r'(?:[A-Za-z_][A-Za-z0-9_$]*|"[^"]+")'
 _TABLE = re.compile(rf"^(?:{_IDENT}\.)?{_IDENT}$")
 
@@ -35,6 +38,8 @@ class BootstrapConfig:
     split_column: str = ""  # "": the single-column primary key
     num_partitions: int = 4
     fetch_size: int = 10_000
+    connector_slot: str = ""  # the Debezium connector's replication slot ("": do not wait for it)
+    connector_wait_seconds: int = 600
 
     @property
     def dialect(self) -> str:
@@ -64,14 +69,14 @@ def parse_bootstrap(raw: Any, key: str, fail: Callable[[str, str], Exception]) -
     if not isinstance(table, str) or not _TABLE.match(table.strip()):
         raise fail(f"{key}.source_table", f"is required: [schema.]table, got {table!r}")
     out: dict[str, Any] = {}
-    for name in ("user", "password", "split_column"):
+    for name in ("user", "password", "split_column", "connector_slot"):
         v = raw.get(name, "")
         if v is None:
             v = ""
         if not isinstance(v, (str, int)) or isinstance(v, bool):
             raise fail(f"{key}.{name}", "must be a string")
         out[name] = str(v)
-    for name, default, low in (("num_partitions", 4, 1), ("fetch_size", 10_000, 1)):
+    for name, default, low in (("num_partitions", 4, 1), ("fetch_size", 10_000, 1), ("connector_wait_seconds", 600, 0)):
         v = raw.get(name, default)
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
             raise fail(f"{key}.{name}", f"must be a whole number >= {low}, got {v!r}")

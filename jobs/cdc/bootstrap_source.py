@@ -145,6 +145,34 @@ class PostgresSnapshot:
             "ORDER BY array_position(i.indkey::int2[], a.attnum)", (qualified(self.cfg.source_table),))
         return [str(r[0]) for r in rows]
 
+    def wait_for_connector(self, sleep: float = 1.0) -> float:
+        """Until the connector's replication slot (``connector_slot``) has confirmed the snapshot's WAL position,
+        i.e. every change the snapshot holds is in Kafka; the seconds waited (0 without a slot configured)."""
+        import time
+
+        import psycopg
+
+        slot = self.cfg.connector_slot
+        if not slot:
+            return 0.0
+        started = time.monotonic()
+        with psycopg.connect(**conninfo(self.cfg.jdbc_url, self.cfg.user, self.cfg.password),
+                             autocommit=True) as conn:
+            while True:
+                row = conn.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
+                                   (slot,)).fetchone()
+                if row is None:
+                    raise ConfigError(f"{self.where()}: bootstrap.connector_slot {slot!r} is not a replication slot of "
+                                      "the source database; set it to the Debezium connector's slot.name")
+                if row[0] is not None and lsn_to_int(str(row[0])) >= self.lsn:
+                    return time.monotonic() - started
+                if time.monotonic() - started > self.cfg.connector_wait_seconds:
+                    raise RetryableError(
+                        f"{self.where()}: the connector's slot {slot} has confirmed {row[0]}, not yet the snapshot's "
+                        f"WAL position; is the connector running (heartbeat.interval.ms lets an idle one confirm)? "
+                        "Retry later")
+                time.sleep(sleep)
+
     def bounds(self, column: str) -> tuple[int | None, int | None]:
         row = self.query(f"SELECT min({quote_pg(column)})::bigint, max({quote_pg(column)})::bigint "
                          f"FROM {qualified(self.cfg.source_table)}")[0]

@@ -15,6 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+import yaml
 
 from cdc.bootstrap_types import lsn_to_int
 from tests.conftest import unique
@@ -88,16 +89,16 @@ class Source:
         return {r[0]: (r[1], r[2]) for r in self.conn.execute("SELECT id, name, bio FROM customers").fetchall()}
 
 
-def write_config(path: Path, broker, warehouse, pg, db: str, topic: str, meta: str, target: str) -> Path:
-    import yaml
-
+def write_config(path: Path, broker, warehouse, pg, db: str, topic: str, meta: str, target: str,
+                 slot: str = "") -> Path:
     path.write_text(yaml.safe_dump({
         "pipeline": "tests", "kafka": {"bootstrap.servers": broker.bootstrap}, "format": "json",
         "catalog": {"name": "lake", "type": "hadoop", "warehouse": str(warehouse)}, "metadata_namespace": meta,
         "batch": {"read_timeout_seconds": 20}, "spark": {"spark.sql.shuffle.partitions": "2"},
         "tables": [{"topic": topic, "target": target, "bootstrap": {
             "jdbc_url": pg.jdbc_url_for(db), "user": "postgres", "password": "${CDC_TEST_PG_PASSWORD:-}",
-            "source_table": "public.customers", "num_partitions": 3, "fetch_size": 2}}]}))
+            "source_table": "public.customers", "num_partitions": 3, "fetch_size": 2,
+            **({"connector_slot": slot, "connector_wait_seconds": 300} if slot else {})}}]}))
     return path
 
 
@@ -150,8 +151,34 @@ def produce(broker, topic: str, records) -> None:
         events.produce(broker.bootstrap, topic, [(k, v)], partition=json.loads(k)["payload"]["id"] % 2)
 
 
-def test_bootstrap_then_kafka_from_offset_zero_loses_and_regresses_nothing(setup, postgres, broker, spark):
+def wait_for_connector_check(pg, db: str, proc: subprocess.Popen, timeout: float = 300) -> None:
+    """Until the bootstrap polls the connector's replication slot."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pg.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'cdc-bootstrap' "
+                      "AND query LIKE '%%confirmed_flush_lsn%%' AND datname = %s", (db,))[0][0]:
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"bootstrap ended early: {proc.communicate()}")
+        time.sleep(0.2)
+    raise AssertionError("the bootstrap never waited for the connector's slot")
+
+
+@pytest.fixture
+def slot(postgres, setup):
+    """A logical replication slot standing in for the Debezium connector's (confirmed up to where the test says)."""
+    db = setup[0]
+    name = unique("slot_")
+    postgres.execute("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (name,), database=db)
+    yield name
+    postgres.execute("SELECT pg_drop_replication_slot(%s)", (name,), database=db)
+
+
+def test_bootstrap_then_kafka_from_offset_zero_loses_and_regresses_nothing(setup, slot, postgres, broker, spark,
+                                                                           warehouse, tmp_path):
     db, topic, target, config, src = setup
+    meta = yaml.safe_load(config.read_text())["metadata_namespace"]
+    config = write_config(tmp_path / "slot.yaml", broker, warehouse, postgres, db, topic, meta, target, slot)
     before = []
     before += src.tx(*[("c", i, f"n{i}", f"b{i}") for i in range(1, 7)])
     before += src.tx(("u", 2, "n2-v2", "b2-v2"))
@@ -171,12 +198,17 @@ def test_bootstrap_then_kafka_from_offset_zero_loses_and_regresses_nothing(setup
     during += src.tx(("c", 8, "n8", "b8"), ("c", 9, "n9", "b9"))
     during += src.tx(("d", 9))
     produce(broker, topic, during)
+    wait_for_connector_check(postgres, db, proc)  # the slot is behind the snapshot: the bootstrap waits
+    time.sleep(1)
+    assert proc.poll() is None
+    postgres.execute("SELECT pg_replication_slot_advance(%s, pg_current_wal_lsn())", (slot,), database=db)
     res = finish(proc)
     assert res.returncode == 0, res.stderr
     summary = summary_of(res)["tables"][0]
     assert summary["status"] == "bootstrapped" and summary["rows"] == len(at_snapshot)
     assert summary["source_position"]["horizon"] == position(before[-1])  # the newest change the snapshot saw
     assert summary["source_position"]["lsn_number"] >= position(before[-1])[1]
+    assert summary["seconds"]["connector_wait"] >= 1
     assert table_rows(spark, target) == at_snapshot  # the snapshot, not the changes committed during the read
 
     after = src.tx(("u", 5, "n5-v3", "b5-v3"))
@@ -234,8 +266,6 @@ def test_crash_leaves_target_untouched_rerun_and_replace(small_setup, spark):
 
 
 def load_meta(config: Path) -> str:
-    import yaml
-
     return yaml.safe_load(config.read_text())["metadata_namespace"]
 
 

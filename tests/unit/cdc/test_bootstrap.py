@@ -34,6 +34,10 @@ def test_config_defaults_env_secrets_and_repr() -> None:
     assert (b.user, b.password, b.split_column, b.num_partitions, b.fetch_size) == ("app", "s3cret", "", 4, 10000)
     assert "s3cret" not in repr(b) and "s3cret" not in repr(t) and "app" not in repr(b)
     assert table_cfg(None).bootstrap is None
+    assert (b.connector_slot, b.connector_wait_seconds) == ("", 600)
+    waits = table_cfg({"jdbc_url": "jdbc:postgresql://h/d", "source_table": "t", "connector_slot": "debezium",
+                       "connector_wait_seconds": 0}).bootstrap
+    assert (waits.connector_slot, waits.connector_wait_seconds) == ("debezium", 0)
 
 
 @pytest.mark.parametrize("raw, key", [
@@ -44,6 +48,8 @@ def test_config_defaults_env_secrets_and_repr() -> None:
     ({"jdbc_url": "jdbc:postgresql://h/db", "source_table": "t", "fetch_size": 0}, "bootstrap.fetch_size"),
     ({"jdbc_url": "jdbc:postgresql://h/db", "source_table": "t", "num_partitions": "4"}, "bootstrap.num_partitions"),
     ({"jdbc_url": "jdbc:postgresql://h/db", "source_table": "t", "pasword": "x"}, "bootstrap.pasword"),
+    ({"jdbc_url": "jdbc:postgresql://h/db", "source_table": "t", "connector_wait_seconds": -1},
+     "bootstrap.connector_wait_seconds"),
     ("jdbc:postgresql://h/db", "bootstrap"),
 ])
 def test_config_errors_name_the_key(raw, key) -> None:
