@@ -23,6 +23,10 @@ _TRANSIENT = ("Connection refused", "refused. Check that the hostname", "The con
               "remaining connection slots", "terminating connection", "An I/O error occurred",
               "This connection has been closed", "Connection failed", "UnknownHostException",
               "could not serialize access", "deadlock detected")
+# Two runs creating / upgrading the catalog's own tables at once (a fresh database): the loser's DDL fails; a rerun
+# finds them in place.
+_CATALOG_TABLES = re.compile(r"iceberg_tables|iceberg_namespace_properties|update SQL schema|initialize JDBC catalog")
+_DDL_RACE = ("already exists", "tuple concurrently updated", "duplicate key value violates unique constraint")
 _PSQL_LINE = re.compile(r"(PSQLException|UncheckedSQLException|SQLException|SQLNonTransientConnectionException|"
                         r"SQLTransientConnectionException): (.+)$")
 
@@ -36,7 +40,7 @@ def classify(text: str, context: str) -> CdcError | None:
         return CatalogError(f"{context}: the jdbc catalog's database refused the job: {detail}. Check catalog.uri, "
                             "catalog.properties jdbc.user / jdbc.password (from ${ENV}), the database's grants and "
                             "the PostgreSQL JDBC driver jar (cdc.jars)")
-    if any(m in text for m in _TRANSIENT):
+    if any(m in text for m in _TRANSIENT) or (_CATALOG_TABLES.search(text) and any(m in text for m in _DDL_RACE)):
         return CatalogUnavailable(f"{context}: the jdbc catalog's database is unreachable: {detail}. Nothing was "
                                   "committed by this step; check that the database is up and catalog.uri is right, "
                                   "then retry")

@@ -252,3 +252,43 @@ def test_a_run_refuses_while_a_live_run_holds_the_claim_on_the_jdbc_catalog(brok
     assert summary_of(done)["tables"][0]["status"] == "committed"
     assert sorted(target_rows(cfg)) == list(range(20))
     assert [(r["status"], r["start_offset"], r["end_offset"]) for r in ledger(cfg)] == [("committed", 0, 20)]
+
+
+def test_two_runs_upgrading_the_catalog_schema_at_once_retry(broker, postgres, tmp_path):
+    """Deterministic form of the first-run race on a fresh catalog database: the job finds a V0 catalog schema and
+    adds ``iceberg_type`` (jdbc.schema-version V1) while another session does the same. The loser exits 75 (Airflow
+    retries), not 1; the rerun commits."""
+    import time
+
+    raw = jdbc_pipeline(broker, postgres, tmp_path)
+    db = database_of(raw)
+    events.produce(broker.bootstrap, raw["tables"][0]["topic"], [pg("c", 1, {"id": 1, "name": "a", "bio": None}, 1)])
+    postgres.execute("CREATE TABLE iceberg_tables(catalog_name VARCHAR(255) NOT NULL, table_namespace VARCHAR(255) "
+                     "NOT NULL, table_name VARCHAR(255) NOT NULL, metadata_location VARCHAR(1000), "
+                     "previous_metadata_location VARCHAR(1000), PRIMARY KEY (catalog_name, table_namespace, "
+                     "table_name))", database=db)
+    postgres.execute("CREATE TABLE iceberg_namespace_properties(catalog_name VARCHAR(255) NOT NULL, namespace "
+                     "VARCHAR(255) NOT NULL, property_key VARCHAR(255), property_value VARCHAR(1000), PRIMARY KEY "
+                     "(catalog_name, namespace, property_key))", database=db)
+    path = write(raw, tmp_path)
+    other = postgres.connect(db, autocommit=False)  # the other run's upgrade, not committed yet
+    try:
+        other.execute("ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)")
+        job = start(path)
+        deadline = time.monotonic() + 240
+        while not postgres.execute("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE "
+                                   "'%ALTER TABLE iceberg_tables%'", database=db):
+            assert job.poll() is None, job.communicate()
+            assert time.monotonic() < deadline, "the job never tried to upgrade the catalog schema"
+            time.sleep(0.5)
+        other.commit()
+    finally:
+        other.close()
+    lost = finish(job)
+    assert lost.returncode == 75, lost.stderr[-3000:]
+    [line] = [ln for ln in lost.stderr.splitlines() if ln.startswith("ERROR")]
+    assert line.startswith("ERROR [CatalogUnavailable]"), line
+    again = run_cli(path, env=ENV)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert summary_of(again)["tables"][0]["status"] == "committed"
+    assert target_rows(config_of(path)) == {1: "a"}

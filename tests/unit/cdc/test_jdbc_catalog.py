@@ -160,3 +160,15 @@ def test_jdbc_catalog_failures_are_named_retryable_or_terminal() -> None:
     # not a jdbc catalog's error: left to the other rules
     assert classify("java.net.ConnectException: Connection refused (S3)", "c") is None
     assert classify("org.apache.iceberg.jdbc.JdbcCatalog NoSuchTableException: Table does not exist: a.b", "c") is None
+
+
+def test_catalog_schema_race_on_a_fresh_database_is_retryable() -> None:
+    from cdc.catalog_errors import classify
+
+    race = (": org.apache.iceberg.jdbc.UncheckedSQLException: Cannot check and eventually update SQL schema\n"
+            "Caused by: org.postgresql.util.PSQLException: ERROR: column \"iceberg_type\" of relation "
+            "\"iceberg_tables\" already exists\n")
+    assert classify(race, "catalog lake").exit_code == 75
+    # "already exists" elsewhere (a table, a namespace) is not this race
+    assert classify("org.apache.iceberg.jdbc.JdbcCatalog AlreadyExistsException: Table already exists: a.b", "c") \
+        is None
