@@ -44,3 +44,24 @@ def test_mode_oracles_agree_with_the_source_state(seed, connector):
     assert {h[0]: h[1] for h in tracked if h[4]} == final and sum(tracked.values()) < sum(history.values())
     noisy = redeliver(records, random.Random(seed), restarts=3, max_window=15)
     assert expected_changelog(noisy, cols, "id") == log and expected_history(noisy, cols, "id") == history
+
+
+def test_compare_mode_reports_a_changed_missing_or_extra_row():
+    from tests.integration.mode_oracle import compare_mode
+
+    gen, records = stream(4, "postgresql")
+    cols = [c.name for c in gen.table.columns]
+    have = {*cols, "__op", "__lsn", "__valid_from", "__valid_to", "__is_current"}
+    rows = []
+    for (key, values, start, end, current, op, pos), n in expected_history(records, cols, "id").items():
+        rows += [{**dict(zip(cols, values)), "__valid_from": start * 1000, "__valid_to": None if end is None else
+                  end * 1000, "__is_current": current, "__op": op, "__lsn": pos[0]}] * n
+    assert compare_mode(rows, have, "t", "scd2", records, cols, "id") == []
+    wrong = [dict(r) for r in rows]
+    wrong[0]["name"] = "changed"
+    assert len(compare_mode(wrong, have, "t", "scd2", records, cols, "id")) == 2  # one extra, one missing
+    assert compare_mode(rows[1:], have, "t", "scd2", records, cols, "id")[0].startswith("t: scd2: missing row")
+    closed = next(i for i, r in enumerate(rows) if r["__valid_to"] is not None)
+    reopened = [dict(r) for r in rows]
+    reopened[closed].update(__valid_to=None, __is_current=True)
+    assert compare_mode(reopened, have, "t", "scd2", records, cols, "id")
