@@ -117,10 +117,11 @@ def apply_scd2(spark: Any, spec: ModeSpec, row: Sequence[Column], truncated: boo
                       f"WHERE {UNAVAILABLE} IS NOT NULL").first()["u"] or []
     spec = replace(spec, toast_columns=tuple(sorted(c for c in toast if c in spec.columns)))
     touched = _view(spark, spark.sql(scd2.touched_keys_sql(spec, truncated)).localCheckpoint())
-    actions = None
-    try:
-        versions = scd2.versions_sql(spec, scd2.events_sql(spec, touched))
-        df = spark.sql(scd2.actions_sql(spec, versions, touched)).where("`__action` <> 'same'").localCheckpoint()
+    actions = versions = None
+    try:  # the chains once (the actions join them twice)
+        versions = _view(spark, spark.sql(scd2.versions_sql(spec, scd2.events_sql(spec, touched))).localCheckpoint())
+        df = spark.sql(scd2.actions_sql(spec, f"SELECT * FROM {versions}", touched)
+                       ).where("`__action` <> 'same'").localCheckpoint()
         counts = {r["__action"]: int(r["count"]) for r in df.groupBy("__action").count().collect()}
         checkpoint("after_classify")
         actions = _view(spark, df)
@@ -128,7 +129,7 @@ def apply_scd2(spark: Any, spec: ModeSpec, row: Sequence[Column], truncated: boo
             spark.sql(scd2.merge_sql(spec, actions))
             checkpoint("after_merge")
     finally:
-        for v in (touched, actions):
+        for v in (touched, versions, actions):
             if v:
                 spark.catalog.dropTempView(v)
     return counts
