@@ -148,6 +148,20 @@ class Ledger:
         rows = self.spark.sql(cursor_sql(self.name, self.pipeline, table, topic)).collect()
         return {int(r["partition"]): int(r["e"]) for r in rows}
 
+    def committed_state(self, table: str, topic: str) -> tuple[dict[int, int], dict[int, tuple[int, ...]]]:
+        """``committed_offsets`` and ``committed_positions`` from one read (an incremental batch needs both: the
+        cursor to plan from, the positions for the failover check; its claim fails if either moved meanwhile)."""
+        from cdc.ledger_model import CURSOR_MODES, committed_cursor, newest_positions
+
+        self._fresh()
+        modes = ", ".join(lit(m) for m in CURSOR_MODES)
+        rows = [r.asDict() for r in self.spark.sql(
+            f"SELECT table_name, topic, `partition`, batch_id, end_offset, status, mode, max_position FROM {self.name} "
+            f"WHERE {self._where(table)} AND topic = {lit(topic)} AND status = 'committed' AND mode IN ({modes})"
+        ).collect()]
+        return (committed_cursor(rows, table).get(topic, {}),
+                newest_positions(r for r in rows if r["mode"] == "incremental" and r["max_position"] is not None))
+
     def committed_positions(self, table: str, topic: str) -> dict[int, tuple[int, ...]]:
         """partition → the newest source position committed from it by incremental batches (``max_position``)."""
         self._fresh()
@@ -266,8 +280,9 @@ class Ledger:
         except Exception as exc:
             if not is_commit_conflict(exc):
                 raise
-        others = self.owners(table, batch_id) - {run_id}
-        if others or run_id not in self.owners(table, batch_id):
+        owners = self.owners(table, batch_id)  # one read: both questions about the same ledger state
+        others = owners - {run_id}
+        if others or run_id not in owners:
             raise ConcurrentRunError(
                 f"table {table}: batch {batch_id} is being processed by another run ({', '.join(sorted(others))}); "
                 f"this run ({what}) stops without writing. Retry later")

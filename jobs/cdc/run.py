@@ -78,13 +78,15 @@ class TableRun:
         self.run_id = uuid.uuid4().hex
         self.cursor: dict[int, int] | None = None  # committed offsets the incremental plan started from
         self._compacted: bool | None = None
+        # newest committed source positions, read with the cursor (the claim fails if they moved since)
+        self.positions: dict[int, tuple[int, ...]] | None = None
 
     def incremental(self, dry_run: bool) -> TableResult:
         result = TableResult(self.t.target, self.t.topic)
         if not dry_run:
             self.recover(result)
         with phase(result, "plan"):
-            committed = self.ledger.committed_offsets(self.t.target, self.t.topic)
+            committed, self.positions = self.ledger.committed_state(self.t.target, self.t.topic)
             self.cursor = committed
             ranges = plan_incremental(self.cfg.kafka, self.t.target, self.t.topic, committed,
                                       self.cfg.batch.max_records_per_partition, self.cfg.batch.read_timeout_seconds)
@@ -211,7 +213,8 @@ class TableRun:
             if mode == "incremental":  # before anything is merged: a failover must not skip changes silently
                 regression.check(self.t.target, self.t.topic, ordering.kind, ordering.epoch,
                                  {p: c.max_position for p, c in counts.items()},
-                                 self.ledger.committed_positions(self.t.target, self.t.topic))
+                                 self.positions if self.positions is not None
+                                 else self.ledger.committed_positions(self.t.target, self.t.topic))
         checkpoint("after_stage")
         with phase(result, "ledger"):
             zero = PartitionCounts(0, 0, 0, 0)
