@@ -194,3 +194,31 @@ def test_maintenance_keeps_append_and_scd2_tables_working(make_pipe):
         else:
             assert history(p) == [(1, "a", None, 1, 3, False, "c"), (1, "late", None, 3, 5, False, "u"),
                                   (1, "b", None, 5, 9, False, "u")]
+
+
+def test_scd2_job_process_killed_after_the_change_log_then_rerun(make_pipe, tmp_path):
+    """A real ``jobs/ingest.py`` SIGKILLs itself (``CDC_KILL_AT``, cdc.faults) between the change-log MERGE and the
+    target MERGE; the next run takes the batch over and the history is the uninterrupted one."""
+    import signal
+
+    import yaml
+
+    from tests.integration.cli import run_cli
+
+    p = make_pipe(write_mode="scd2")
+    p.send(pg("c", 1, row(1, "a"), 1), pg("u", 1, row(1, "b"), 3), pg("c", 2, row(2, "x"), 2),
+           pg("d", 2, row(2, "x"), 4), pg("u", 1, row(1, "b"), 3))
+    raw = {"pipeline": "tests", "kafka": dict(p.cfg.kafka), "format": "json",
+           "catalog": {"name": "lake", "type": "hadoop", "warehouse": p.cfg.catalog.warehouse},
+           "metadata_namespace": p.cfg.metadata_namespace, "batch": {"read_timeout_seconds": 20},
+           "tables": [{"topic": p.topic, "target": p.table.target, "write_mode": "scd2"}]}
+    path = tmp_path / "scd2.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    res = run_cli(path, env={"CDC_KILL_AT": "after_log"})
+    assert res.returncode == -signal.SIGKILL, res.stderr[-2000:]
+    for t in (p.target, f"lake.{p.cfg.metadata_namespace}.ledger"):
+        p.spark.catalog.refreshTable(t)
+    s = p.run()
+    assert s["recovered_batch_id"] == 1 and s["status"] == "empty"
+    assert history(p) == [(1, "a", None, 1, 3, False, "c"), (1, "b", None, 3, None, True, "u"),
+                          (2, "x", None, 2, 4, False, "c")]
