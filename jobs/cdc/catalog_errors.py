@@ -40,7 +40,10 @@ def classify(text: str, context: str) -> CdcError | None:
         return CatalogError(f"{context}: the jdbc catalog's database refused the job: {detail}. Check catalog.uri, "
                             "catalog.properties jdbc.user / jdbc.password (from ${ENV}), the database's grants and "
                             "the PostgreSQL JDBC driver jar (cdc.jars)")
-    if any(m in text for m in _TRANSIENT) or (_CATALOG_TABLES.search(text) and any(m in text for m in _DDL_RACE)):
+    if _CATALOG_TABLES.search(text) and any(m in text for m in _DDL_RACE):
+        return CatalogUnavailable(f"{context}: another run created or upgraded the jdbc catalog's own tables at the "
+                                  f"same time: {detail}. Nothing was committed by this step; retry")
+    if any(m in text for m in _TRANSIENT):
         return CatalogUnavailable(f"{context}: the jdbc catalog's database is unreachable: {detail}. Nothing was "
                                   "committed by this step; check that the database is up and catalog.uri is right, "
                                   "then retry")

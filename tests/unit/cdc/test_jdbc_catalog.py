@@ -168,7 +168,9 @@ def test_catalog_schema_race_on_a_fresh_database_is_retryable() -> None:
     race = (": org.apache.iceberg.jdbc.UncheckedSQLException: Cannot check and eventually update SQL schema\n"
             "Caused by: org.postgresql.util.PSQLException: ERROR: column \"iceberg_type\" of relation "
             "\"iceberg_tables\" already exists\n")
-    assert classify(race, "catalog lake").exit_code == 75
+    err = classify(race, "catalog lake")
+    assert err.exit_code == 75 and "another run created or upgraded the jdbc catalog's own tables" in str(err)
+    assert 'column "iceberg_type" of relation "iceberg_tables" already exists' in str(err)
     # "already exists" elsewhere (a table, a namespace) is not this race
     assert classify("org.apache.iceberg.jdbc.JdbcCatalog AlreadyExistsException: Table already exists: a.b", "c") \
         is None
