@@ -30,8 +30,8 @@ test-unit: venv
 soak: venv
 	$(PY) -m pytest -m slow tests/integration/test_soak.py -s $(PYTEST_ARGS)
 
-# Performance targets as same-run ratios (issue 16); results in bench/results/<date>.json + .md. Defaults: ~15 min on
-# 2 cores; the issue's sizes: BENCH_ARGS="--events 1000000 --preload 5000000" (hours). Not part of `make test`.
+# Performance targets as same-run ratios (issue 16); results in bench/results/<date>.json + .md. Defaults: 27 min on
+# 2 cores under heavy load; the issue's sizes: BENCH_ARGS="--events 1000000 --preload 5000000" (hours). Not in CI.
 bench: venv
 	$(PY) bench/ingest_bench.py $(BENCH_ARGS)
 
