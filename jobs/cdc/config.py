@@ -159,6 +159,11 @@ class PipelineConfig:
     def with_batch(self, **changes: Any) -> "PipelineConfig":
         return replace(self, batch=replace(self.batch, **changes))
 
+    def __repr__(self) -> str:  # Kafka/registry secrets (sasl.password, basic.auth.user.info) never reach logs
+        return (f"PipelineConfig(pipeline={self.pipeline!r}, format={self.format!r}, kafka={redact(self.kafka)!r}, "
+                f"schema_registry={redact(self.schema_registry)!r}, catalog={self.catalog!r}, "
+                f"tables={[t.target for t in self.tables]!r}, source_path={self.source_path!r})")
+
     def redacted(self) -> dict[str, Any]:
         """A printable summary: secret-looking values replaced by ***."""
         return {

@@ -48,6 +48,7 @@ def test_env_substitution_and_redaction():
     cfg = parse_config(raw, env={"BROKER": "b:9092", "PW": "s3cret"})
     assert cfg.kafka["sasl.password"] == "s3cret"
     assert "s3cret" not in repr(cfg.redacted())
+    assert "s3cret" not in repr(cfg) and "b:9092" in repr(cfg)  # tracebacks/log lines that print the config
     with pytest.raises(ConfigError, match="PW is not set"):
         parse_config(raw, env={"BROKER": "b:9092"})
 
