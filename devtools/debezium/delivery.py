@@ -168,7 +168,9 @@ def produce(
     for rec in records:
         key, value = serializer.serialize(rec)
         partition = rec.partition if partitions is None else partition_for(rec.key, partitions)
-        _produce_one(producer, topic, key, value, partition, on_delivery)
+        headers = [(name, serializer.serialize(Record(k, None, rec.partition, rec.table, rec.position))[0])
+                   for name, k in rec.headers] or None  # header keys serialised like message keys
+        _produce_one(producer, topic, key, value, partition, on_delivery, headers)
         count += 1
     if producer.flush(timeout) != 0:
         raise TimeoutError(f"{len(producer)} messages still undelivered after {timeout}s")
@@ -178,11 +180,12 @@ def produce(
 
 
 def _produce_one(
-    producer: Producer, topic: str, key: bytes | None, value: bytes | None, partition: int, cb: Any = None
+    producer: Producer, topic: str, key: bytes | None, value: bytes | None, partition: int, cb: Any = None,
+    headers: list[tuple[str, bytes | None]] | None = None,
 ) -> None:
     while True:
         try:
-            producer.produce(topic, value=value, key=key, partition=partition, on_delivery=cb)
+            producer.produce(topic, value=value, key=key, partition=partition, on_delivery=cb, headers=headers)
             return
         except BufferError:  # local queue full: let librdkafka drain
             producer.poll(0.05)

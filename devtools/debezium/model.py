@@ -201,6 +201,9 @@ class Record:
     partition: int
     table: TableSchema
     position: tuple[int, ...] = ()
+    # Kafka headers whose value is a key payload serialised like the message key: Debezium's
+    # ``__debezium.newkey`` on the delete and ``__debezium.oldkey`` on the create of a primary-key change.
+    headers: tuple[tuple[str, dict[str, Any]], ...] = ()
 
     @property
     def op(self) -> str | None:

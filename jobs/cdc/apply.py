@@ -16,6 +16,7 @@ from cdc.faults import checkpoint
 from cdc.layout import align
 from cdc.modes import ModeSpec
 from cdc.modes.runner import apply_append, apply_scd2, check_mode
+from cdc.pk_moves import fill_moved_sql, prepare as prepare_moves
 from cdc.merge import (MergeSpec, changes_sql, classify_sql, merge_target_sql, merge_tombstones_sql,
                        moved_toast_sql, newest_sql, truncate_sql)
 from cdc.sql import tuple_cmp_literal
@@ -68,8 +69,9 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
             spark.sql(stmt)
         checkpoint("after_truncate")
 
-    classified = spark.sql(classify_sql(spec, newest_sql(spec, moved_toast_sql(spec, changes_sql(spec))))
-                           ).localCheckpoint()
+    spec = prepare_moves(spark, spec, row_columns)  # PK moves: header columns, the moves' images (cdc.pk_moves)
+    changes = moved_toast_sql(spec, fill_moved_sql(spec, changes_sql(spec)))
+    classified = spark.sql(classify_sql(spec, newest_sql(spec, changes))).localCheckpoint()
     actions = {r["__action"]: int(r["count"]) for r in classified.groupBy("__action").count().collect()}
     checkpoint("after_classify")  # a writer that stalls here and merges late is fenced by the MERGE conditions
     view = f"cdc_classified_{uuid.uuid4().hex[:12]}"

@@ -72,7 +72,7 @@ STAGING_HEAD = (
     Column(PARTITION, pa.int32(), False),
     Column(OFFSET, pa.int64(), False),
     Column(KAFKA_TS_MS, pa.int64()),
-    Column(KIND, pa.string(), False),  # change | tombstone | message | tx | error
+    Column(KIND, pa.string(), False),  # change | tombstone | message | tx | error | image (cdc.pk_moves)
     Column(OP, pa.string()),
 )
 STAGING_TAIL = (
@@ -84,7 +84,12 @@ STAGING_TAIL = (
     Column(RAW_KEY, pa.binary()),
     Column(RAW_VALUE, pa.binary()),
 )
-STAGING_FIXED = tuple(c.name for c in (*STAGING_HEAD, *STAGING_TAIL))
+# Primary-key moves (cdc.pk_moves): Debezium's ``__debezium.oldkey`` header of a create / ``__debezium.newkey`` header
+# of a delete, decoded like message keys into a struct of the key columns (NULL for every other record); ``__moved``
+# (staging and tombstones, added when a batch first has a move): the old key's non-key columns just before the move.
+# A move's delete's ``__moved`` is kept on an extra staging row of ``__kind`` IMAGE (its partition and offset).
+OLD_KEY, NEW_KEY, MOVED, IMAGE = "__old_key", "__new_key", "__moved", "image"
+STAGING_FIXED = (*(c.name for c in (*STAGING_HEAD, *STAGING_TAIL)), OLD_KEY, NEW_KEY, MOVED)
 
 # ---- tombstones (hard deletes: key + position of the delete) ---------------------------------------------------------
 DELETED_AT = "__deleted_at"
@@ -99,10 +104,25 @@ def target_meta(ordering: Sequence[str], soft: bool) -> list[Column]:
     return cols + ([Column(DELETED, pa.bool_())] if soft else [])
 
 
-def staging_columns(row: Sequence[Column], ordering: Sequence[str]) -> list[Column]:
-    """Staging schema: metadata, ordering, then the row image (all nullable: skipped and bad records have none)."""
+def staging_columns(row: Sequence[Column], ordering: Sequence[str], key: Sequence[str] = ()) -> list[Column]:
+    """Staging schema: metadata, ordering, (with ``key``: the PK-move header keys), then the row image (all nullable:
+    skipped and bad records have none)."""
     nullable_row = [Column(c.name, c.arrow_type, True, c.logical) for c in row]
-    return [*STAGING_HEAD, *(Column(c, pa.int64()) for c in ordering), *STAGING_TAIL, *nullable_row]
+    names = {c.name for c in row}
+    moves = ([Column(OLD_KEY, key_struct(row, key)), Column(NEW_KEY, key_struct(row, key))]
+             if key and all(k in names for k in key) else [])
+    return [*STAGING_HEAD, *(Column(c, pa.int64()) for c in ordering), *STAGING_TAIL, *moves, *nullable_row]
+
+
+def key_struct(row: Sequence[Column], key: Sequence[str]) -> pa.DataType:
+    """The type of ``__old_key`` / ``__new_key``: a struct of the key columns (in key order)."""
+    types = {c.name: c.arrow_type for c in row}
+    return pa.struct([pa.field(k, types[k]) for k in key if k in types])
+
+
+def moved_column(row: Sequence[Column], key: Sequence[str]) -> Column:
+    """``__moved`` of staging and tombstones: a struct of the non-key row columns."""
+    return Column(MOVED, pa.struct([pa.field(c.name, c.arrow_type) for c in row if c.name not in key]))
 
 
 def tombstone_columns(key: Sequence[Column], ordering: Sequence[str]) -> list[Column]:

@@ -32,8 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from cdc.layout import (BATCH_ID, DELETED, DELETED_AT, INGESTED_AT, KAFKA_OFFSET, KAFKA_PARTITION, OFFSET, OP,
-                        PARTITION, SOURCE_TS_MS, UNAVAILABLE, position_columns)
+from cdc.layout import (BATCH_ID, DELETED, DELETED_AT, IMAGE, INGESTED_AT, KAFKA_OFFSET, KAFKA_PARTITION, MOVED, NEW_KEY,
+                        OFFSET, OLD_KEY, OP, PARTITION, SOURCE_TS_MS, UNAVAILABLE, position_columns)
 from cdc.sql import key_join, lit, q, tuple_cmp_literal, tuple_eq, tuple_gt
 
 __all__ = ["MergeSpec", "changes_sql", "classify_sql", "compaction_deletes_sql", "lit", "merge_target_sql", "merge_tombstones_sql",
@@ -54,6 +54,7 @@ class MergeSpec:
     barrier: tuple[int, ...] | None = None  # newest truncate position known (this batch or earlier)
     gc_horizon: tuple[int, ...] | None = None  # highest position whose tombstones maintenance dropped
     compacted: bool = False  # compacted topic: Kafka tombstones delete their key (compaction_deletes_sql)
+    pk_moves: bool = False  # the batch has PK-move headers: __old_key/__new_key/__moved flow through (cdc.pk_moves)
 
     @property
     def soft(self) -> bool:
@@ -78,7 +79,8 @@ def newer_sql(spec: MergeSpec, s: str, t: str, s_staged: bool = True) -> str:
 
 
 def _change_columns(spec: MergeSpec) -> tuple[str, ...]:
-    return (*spec.columns, *spec.ordering, OP, PARTITION, OFFSET, SOURCE_TS_MS, UNAVAILABLE)
+    moves = (OLD_KEY, NEW_KEY, MOVED) if spec.pk_moves else ()
+    return (*spec.columns, *spec.ordering, OP, PARTITION, OFFSET, SOURCE_TS_MS, UNAVAILABLE, *moves)
 
 
 # Kafka partition/offset of a delete derived from a Kafka tombstone on a compacted topic (its real ones are unknown).
@@ -88,9 +90,14 @@ COMPACTED_DELETE = (2147483647, 9223372036854775807)
 def changes_sql(spec: MergeSpec) -> str:
     """The batch's change events that can still matter (after the truncate barrier); on compacted topics also the
     deletes that Kafka tombstones stand for (``compaction_deletes_sql``)."""
-    where = [f"batch_id = {int(spec.batch_id)}", "__kind = 'change'", "__op IN ('c', 'u', 'd', 'r')"]
-    cols = ", ".join(f"c.{q(x)}" for x in _change_columns(spec))
-    changes = f"SELECT {cols} FROM {spec.staging} c WHERE " + " AND ".join(where)
+    where = [f"c.batch_id = {int(spec.batch_id)}", "c.__kind = 'change'", "c.__op IN ('c', 'u', 'd', 'r')"]
+    cols = ", ".join(f"c.{q(x)}" if x != MOVED else f"i.{q(MOVED)}" for x in _change_columns(spec))
+    source = f"{spec.staging} c"
+    if spec.pk_moves:  # a PK move's delete: its image, kept as a staging row of kind 'image' (cdc.pk_moves)
+        source += (f" LEFT JOIN (SELECT `__partition` AS `__ip`, `__offset` AS `__io`, first({q(MOVED)}) AS {q(MOVED)} "
+                   f"FROM {spec.staging} WHERE batch_id = {int(spec.batch_id)} AND __kind = {lit(IMAGE)} "
+                   "GROUP BY `__partition`, `__offset`) i ON c.`__partition` = i.`__ip` AND c.`__offset` = i.`__io`")
+    changes = f"SELECT {cols} FROM {source} WHERE " + " AND ".join(where)
     if spec.compacted:
         changes += f" UNION ALL {compaction_deletes_sql(spec, changes)}"
     if spec.barrier is None:
@@ -121,8 +128,9 @@ def compaction_deletes_sql(spec: MergeSpec, changes: str) -> str:
     row = [f"b.{q(c)}" if c in spec.key else f"NULL AS {q(c)}" for c in spec.columns]
     part, off = COMPACTED_DELETE
     return (f"SELECT {', '.join(row + ords)}, 'd' AS `__op`, {part} AS `__partition`, {off} AS `__offset`, "
-            f"CAST(NULL AS BIGINT) AS `__source_ts_ms`, CAST(NULL AS ARRAY<STRING>) AS {q(UNAVAILABLE)} "
-            f"FROM ({tomb}) b LEFT JOIN ({in_batch}) i ON {key_join('b', 'i', spec.key)} "
+            f"CAST(NULL AS BIGINT) AS `__source_ts_ms`, CAST(NULL AS ARRAY<STRING>) AS {q(UNAVAILABLE)}"
+            + "".join(f", NULL AS {q(c)}" for c in ((OLD_KEY, NEW_KEY, MOVED) if spec.pk_moves else ()))
+            + f" FROM ({tomb}) b LEFT JOIN ({in_batch}) i ON {key_join('b', 'i', spec.key)} "
             f"AND i.`__partition` = b.`__partition` AND i.`__offset` = b.`__offset` "
             f"LEFT JOIN {spec.target} t ON {key_join('b', 't', spec.key)} "
             f"AND t.{q(KAFKA_PARTITION)} = b.`__partition` AND t.{q(KAFKA_OFFSET)} < b.`__offset` "
@@ -186,6 +194,7 @@ def newest_sql(spec: MergeSpec, changes: str) -> str:
         else:
             cols.append(q(c))
     meta = [q(c) for c in spec.ordering] + ["`__op`", "`__partition`", "`__offset`", "`__source_ts_ms`"]
+    meta += [q(MOVED)] if spec.pk_moves else []  # a PK move's delete: the old key's columns, for its tombstone
     return (
         f"SELECT * FROM (SELECT {', '.join(cols + meta)}, row_number() OVER w_newest AS `__rn` FROM ({changes}) "
         f"WINDOW w_carry AS (PARTITION BY {key} ORDER BY {asc} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW), "
@@ -222,7 +231,7 @@ def classify_sql(spec: MergeSpec, newest: str) -> str:
         f" WHEN {_live(spec)} THEN 'update' ELSE 'insert' END AS `__action`"
     )
     meta = [f"s.{q(c)}" for c in spec.ordering] + ["s.`__op`", "s.`__partition`", "s.`__offset`",
-                                                   "s.`__source_ts_ms`"]
+                                                   "s.`__source_ts_ms`"] + ([f"s.{q(MOVED)}"] if spec.pk_moves else [])
     return f"SELECT {', '.join(values + meta)}, {action} FROM ({newest}) s {joins}"
 
 
@@ -260,6 +269,12 @@ def merge_target_sql(spec: MergeSpec, classified: str) -> str:
     if spec.soft:
         clauses = [
             f"WHEN MATCHED AND {gone} AND {newer} THEN UPDATE SET {sets(meta + [(DELETED, 'true')])}",
+        ]
+        if spec.pk_moves:  # a PK move's delete leaves the old key's columns as they were just before it (its image)
+            image = [(c, f"s.{q(MOVED)}.{q(c)}") for c in spec.columns if c not in spec.key]
+            clauses.insert(0, f"WHEN MATCHED AND {gone} AND {newer} AND s.{q(MOVED)} IS NOT NULL "
+                              f"THEN UPDATE SET {sets(image + meta + [(DELETED, 'true')])}")
+        clauses += [
             f"WHEN MATCHED AND {stays} AND {newer} THEN UPDATE SET {sets(row + meta + [(DELETED, 'false')])}",
             f"WHEN NOT MATCHED AND {stays} THEN {insert('false')}",
             f"WHEN NOT MATCHED AND {gone} THEN {insert('true')}",
@@ -274,11 +289,13 @@ def merge_target_sql(spec: MergeSpec, classified: str) -> str:
 
 
 def merge_tombstones_sql(spec: MergeSpec, classified: str) -> str:
-    """Remember hard deletes (key + position) so late older events cannot resurrect the row (only ever forward)."""
+    """Remember hard deletes (key + position) so late older events cannot resurrect the row (only ever forward).
+    With PK moves, a move's delete also keeps the old key's columns (``__moved``, NULL for other deletes) for a
+    create of the new key in a later batch (``cdc.pk_moves``)."""
     assert spec.tombstones, "tombstones are only kept for hard deletes"
     pairs = [(c, f"s.{q(c)}") for c in spec.ordering] + [
         (KAFKA_PARTITION, f"s.{q(PARTITION)}"), (KAFKA_OFFSET, f"s.{q(OFFSET)}"),
-        (DELETED_AT, "current_timestamp()")]
+        (DELETED_AT, "current_timestamp()")] + ([(MOVED, f"s.{q(MOVED)}")] if spec.pk_moves else [])
     all_pairs = [(k, f"s.{q(k)}") for k in spec.key] + pairs
     src = f"(SELECT * FROM {classified} WHERE `__action` IN ('delete', 'tombstone'))"
     return (

@@ -192,7 +192,7 @@ class TableRun:
         spec = ReadSpec(
             table=self.t.target, kafka_conf=dict(self.cfg.kafka), decoder=decoder.bind(row_cols), ordering=ordering,
             key=tuple(key), row_columns=tuple(row_cols),
-            staging_columns=tuple(staging_columns(row_cols, ordering.columns)), batch_id=batch_id,
+            staging_columns=tuple(staging_columns(row_cols, ordering.columns, key)), batch_id=batch_id,
             on_bad_record=self.t.on_bad_record, timeout_seconds=self.cfg.batch.read_timeout_seconds,
             max_record_bytes=self.t.max_record_bytes, compacted=self.compacted(result))
         with phase(result, "read_stage"):
@@ -202,7 +202,7 @@ class TableRun:
             while stats.dead_letters and (wider := self.unbound_columns(batch_id, decoder, row_cols)):
                 row_cols = wider  # records of schemas the samples did not show: stage again with their columns
                 spec = replace(spec, decoder=decoder.bind(row_cols), row_columns=tuple(row_cols),
-                               staging_columns=tuple(staging_columns(row_cols, ordering.columns)))
+                               staging_columns=tuple(staging_columns(row_cols, ordering.columns, key)))
                 stage(self.spark, spec, chunks, self.names)
                 stats = batch_stats(self.spark, self.names.staging, batch_id, ordering.columns)
             counts = stats.partitions

@@ -39,9 +39,12 @@ def stage(spark: Any, spec: ReadSpec, chunks: Sequence[Chunk], names: TableNames
     rdd = spark.sparkContext.parallelize(rows, max(1, len(rows)))
     chunk_df = spark.createDataFrame(rdd, "topic string, partition int, start long, end long")
     df = chunk_df.mapInArrow(map_chunks(spec), spark_schema(spec.staging_columns))
-    have = [f.name for f in spark.table(names.staging).schema.fields]
-    mine = set(df.columns)
-    df = df.selectExpr(*[q(c) if c in mine else f"NULL AS {q(c)}" for c in have])
+    from pyspark.sql import functions as F
+
+    have = spark.table(names.staging).schema.fields
+    mine = set(df.columns)  # columns the reader does not write (e.g. cdc.pk_moves' __moved) stay NULL, typed
+    df = df.select(*[F.col(q(f.name)) if f.name in mine else F.lit(None).cast(f.dataType).alias(f.name)
+                     for f in have])
     df.writeTo(names.staging).overwritePartitions()
 
 

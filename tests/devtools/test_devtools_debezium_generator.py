@@ -191,3 +191,13 @@ def test_streaming_mode_does_not_accumulate() -> None:
     gen = ChangeEventGenerator(1, GeneratorConfig(keep_records=False))
     n = sum(1 for _ in gen.iter_random_ops(500))
     assert n >= 500 and gen.records == []
+
+
+def test_pk_change_records_carry_debeziums_key_headers():
+    gen = ChangeEventGenerator(3, GeneratorConfig(toast_on_pk_change=True))
+    gen.snapshot(2)
+    old = next(iter(gen.rows))
+    d, *_, c = gen.change_pk(old, 99)
+    assert (d.op, c.op) == ("d", "c") and d.position == c.position
+    assert d.headers == (("__debezium.newkey", {"id": 99}),)
+    assert c.headers == (("__debezium.oldkey", {"id": old}),)

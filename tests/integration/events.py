@@ -63,10 +63,21 @@ def tombstone(key: int) -> tuple[bytes, None]:
 
 
 def produce(bootstrap: str, topic: str, records, partition: int = 0) -> None:
+    """Produce ``(key, value)`` or ``(key, value, headers)`` records (headers: a list of (name, bytes))."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for k, v in records:
-        p.produce(topic, key=k, value=v, partition=partition)
+    for k, v, *h in records:
+        p.produce(topic, key=k, value=v, partition=partition, headers=h[0] if h else None)
     p.flush(10)
+
+
+def key_bytes(key: int) -> bytes:
+    """A message key as JsonConverter writes it (also the value of Debezium's PK-change headers)."""
+    return json.dumps({"schema": KEY_SCHEMA, "payload": {"id": key}}).encode()
+
+
+def with_header(record: tuple, name: str, key: int) -> tuple:
+    """``record`` with Debezium's ``__debezium.oldkey`` / ``__debezium.newkey`` header holding ``key``."""
+    return (*record[:2], [(name, key_bytes(key))])
 
 
 def pg_schemaless(op: str, key: int | None, row: dict[str, Any] | None, lsn: int) -> tuple[bytes | None, bytes]:

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tests.conftest import REPO
-from tests.integration.events import PLACEHOLDER, mysql, pg, tombstone
+from tests.integration.events import PLACEHOLDER, mysql, pg, tombstone, with_header
 
 pytestmark = pytest.mark.integration
 
@@ -111,6 +111,67 @@ def test_scenario_02_pk_change_with_toast_value_from_the_same_batch(make_pipe):
            pg("u", 2, row(2, "a3", PLACEHOLDER), 30))
     p.run()
     assert p.rows() == {2: ("a3", "v2")}
+
+
+OLD, NEW = "__debezium.oldkey", "__debezium.newkey"
+
+
+def moved_delete(old, lsn):  # UPDATE ... SET id = <new> WHERE id = <old>: the delete, as Debezium sends it
+    return pg("d", old, {"id": old, "name": None, "bio": None}, lsn)
+
+
+def test_scenario_02_pk_change_across_batches_create_first_takes_the_old_rows_value(make_pipe):
+    p = make_pipe(partitions=2)
+    p.send(pg("c", 1, row(1, "a", "long text"), 10))
+    p.run()
+    # the move's create arrives first (the old key's partition lags): key 1's row is still there, older than L = 20
+    p.send(with_header(pg("c", 2, row(2, "a", PLACEHOLDER), 20), OLD, 1), partition=1)
+    p.run()
+    assert p.rows() == {1: ("a", "long text"), 2: ("a", "long text")}
+    p.send(with_header(moved_delete(1, 20), NEW, 2), tombstone(1))
+    p.run()
+    assert p.rows() == {2: ("a", "long text")}
+
+
+def test_scenario_02_pk_change_across_batches_create_first_ignores_a_newer_old_row(make_pipe):
+    p = make_pipe(partitions=2)
+    p.send(pg("c", 1, row(1, "a", "long text"), 10), pg("u", 1, row(1, "b", "newer"), 30))
+    p.run()  # key 1's row is at 30, after the move at 20: not what the column held at 20
+    p.send(with_header(pg("c", 2, row(2, "a", PLACEHOLDER), 20), OLD, 1), partition=1)
+    p.run()
+    assert p.rows() == {1: ("b", "newer"), 2: ("a", None)}
+
+
+@pytest.mark.parametrize("delete_mode", ["hard", "soft"])
+def test_scenario_02_pk_change_across_batches_delete_first_keeps_the_value_for_the_create(make_pipe, delete_mode):
+    p = make_pipe(partitions=2, delete_mode=delete_mode)
+    p.send(pg("c", 1, row(1, "a", "v1"), 10))
+    p.run()
+    p.send(pg("u", 1, row(1, "a", "long text"), 15), with_header(moved_delete(1, 20), NEW, 2), tombstone(1))
+    p.run()  # the move's delete (its image: the value of the batch's update) in one batch ...
+    p.send(with_header(pg("c", 2, row(2, "a2", PLACEHOLDER), 20), OLD, 1),
+           pg("u", 2, row(2, "a3", PLACEHOLDER), 30), partition=1)
+    p.run()  # ... its create in the next one
+    live = {k: v for k, v in p.rows("name", "bio", *(["__deleted"] if delete_mode == "soft" else [])).items()
+            if delete_mode == "hard" or not v[2]}
+    assert {k: v[:2] for k, v in live.items()} == {2: ("a3", "long text")}
+    p.run(mode="backfill", bounds=_bounds(p.topic, start={0: 0, 1: 0}))  # a replay changes nothing
+    assert p.rows()[2] == ("a3", "long text")
+
+
+def test_scenario_02_pk_change_delete_first_crash_between_target_and_tombstone_merge(make_pipe):
+    from tests.integration.harness import raise_at
+
+    p = make_pipe(partitions=2)
+    p.send(pg("c", 1, row(1, "a", "long text"), 10))
+    p.run()
+    p.send(with_header(moved_delete(1, 20), NEW, 2), tombstone(1))
+    assert raise_at("after_merge", p.run)  # row 1 is gone, its tombstone not written yet
+    p.run()  # takes the batch over: the image computed before the crash is kept
+    assert p.rows() == {}
+    p.send(with_header(pg("c", 2, row(2, "a", PLACEHOLDER), 20), OLD, 1), partition=1)
+    p.run()
+    assert p.rows() == {2: ("a", "long text")}
 
 
 # ---- scenario 3: the lease check does not depend on the host's time zone --------------------------------------------

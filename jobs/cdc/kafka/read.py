@@ -21,6 +21,7 @@ from cdc.decode import Decoder
 from cdc.decode.avro import AvroDecoder
 from cdc.decode.model import CHANGE, TOMBSTONE, Column
 from cdc.errors import BadRecordError, CdcError, DecodeError, OrderingError, UnboundColumns
+from cdc.kafka import headers
 from cdc.kafka.ranges import consume_range
 from cdc.layout import (ERROR, ERROR_CLASS, KAFKA_TS_MS, KIND, OFFSET, OP, PARTITION, RAW_KEY, RAW_VALUE,
                         SOURCE_TS_MS, TOPIC, TS_MS, UNAVAILABLE)
@@ -199,16 +200,18 @@ def read_chunk(spec: ReadSpec, chunk: Chunk, consumer: Any | None = None) -> Ite
     where = f"table {spec.table}: topic {chunk.topic} partition {chunk.partition}"
     try:
         pending: list[tuple[int, int | None, Any, Any]] = []
+        moves: dict[int, dict[str, bytes]] = {}  # offset -> PK-move headers (cdc.kafka.headers)
         for msgs in consume_range(consumer, chunk.topic, chunk.partition, chunk.start, chunk.end,
                                   spec.timeout_seconds, where):
             for msg in msgs:
                 ts_type, ts = msg.timestamp()
                 pending.append((msg.offset(), ts if ts_type else None, msg.key(), msg.value()))
+                headers.note(moves, msg.offset(), msg.headers())
             if len(pending) >= ROWS_PER_BATCH:
-                yield from stage_messages(spec, chunk.topic, chunk.partition, pending, rows)
-                pending = []
+                yield from headers.fill(spec, stage_messages(spec, chunk.topic, chunk.partition, pending, rows), moves)
+                pending, moves = [], {}
         if pending:
-            yield from stage_messages(spec, chunk.topic, chunk.partition, pending, rows)
+            yield from headers.fill(spec, stage_messages(spec, chunk.topic, chunk.partition, pending, rows), moves)
     finally:
         if own:
             consumer.close()

@@ -1,0 +1,98 @@
+"""PK moves (issue 17 scenario 2 across batches) as SQL text and as staged header values; the behaviour on real
+tables: tests/integration/test_correctness_scenarios.py::test_scenario_02_*."""
+
+from dataclasses import replace
+
+import pyarrow as pa
+
+from cdc.layout import IMAGE, MOVED, NEW_KEY, OLD_KEY, STAGING_FIXED, moved_column, staged_row_columns, staging_columns
+from cdc.decode.model import Column
+from cdc.merge import MergeSpec, changes_sql, classify_sql, merge_target_sql, merge_tombstones_sql, newest_sql
+from cdc.pk_moves import delete_images_sql, fill_moved_sql, image_sql
+
+SPEC = MergeSpec(target="lake.inv.customers", staging="lake.meta.staging__inv__customers",
+                 tombstones="lake.meta.tombstones__inv__customers", batch_id=7, key=("id",),
+                 columns=("id", "name", "bio"), ordering=("__lsn",), toast_columns=("bio",), pk_moves=True)
+ROW = [Column("id", pa.int32(), False), Column("name", pa.string()), Column("bio", pa.string())]
+
+
+def test_staging_has_the_header_keys_as_structs_of_the_key_columns_and_they_are_not_row_columns():
+    cols = staging_columns(ROW, ("__lsn",), ("id",))
+    types = {c.name: c.arrow_type for c in cols}
+    assert types[OLD_KEY] == types[NEW_KEY] == pa.struct([pa.field("id", pa.int32())])
+    assert [c.name for c in staged_row_columns([*cols, moved_column(ROW, ("id",))])] == ["id", "name", "bio"]
+    assert {OLD_KEY, NEW_KEY, MOVED} <= set(STAGING_FIXED)
+    assert OLD_KEY not in {c.name for c in staging_columns(ROW, ("__lsn",))}  # no key: no header columns
+    assert moved_column(ROW, ("id",)).arrow_type == pa.struct([pa.field("name", pa.string()),
+                                                              pa.field("bio", pa.string())])
+
+
+def test_without_moves_the_merge_sql_is_unchanged():
+    plain = replace(SPEC, pk_moves=False)
+    assert fill_moved_sql(plain, "CH") == "CH"
+    for sql in (changes_sql(plain), newest_sql(plain, "X"), classify_sql(plain, "X"), merge_tombstones_sql(plain, "v")):
+        assert OLD_KEY not in sql and MOVED not in sql
+
+
+def test_changes_give_a_moves_delete_the_image_kept_in_staging_and_the_tombstone_stores_it():
+    sql = changes_sql(SPEC)
+    assert f"__kind = '{IMAGE}'" in sql and "i.`__moved`" in sql and "c.`__old_key`" in sql
+    assert "s.`__moved`" in classify_sql(SPEC, "X") and "`__moved`" in newest_sql(SPEC, "X")
+    assert "t.`__moved` = s.`__moved`" in merge_tombstones_sql(SPEC, "v")
+
+
+def test_image_is_the_newest_older_change_with_the_value_if_newer_than_the_row_else_the_row_before_the_move():
+    sql = image_sql(SPEC, "REQ", "CH", ["bio"])
+    # only changes of the key strictly before the requested source position, never a delete or a placeholder
+    assert "LEFT JOIN (CH) ch ON r.`id` = ch.`id` AND ((r.`__lsn` > coalesce(ch.`__lsn`, -9223372036854775808)))" in sql
+    assert "ch.`__op` <> 'd' AND NOT array_contains(coalesce(ch.`__unavailable`, array()), 'bio')" in sql
+    # the table row counts only while live and ordered before the move
+    assert ("WHEN t.`id` IS NOT NULL AND ((p.`__lsn` > coalesce(t.`__lsn`, -9223372036854775808))) "
+            "THEN named_struct('v', t.`bio`)") in sql
+
+
+def test_a_moves_create_takes_the_batch_delete_then_the_tombstone_then_the_old_keys_image():
+    sql = fill_moved_sql(SPEC, "CH")
+    assert ("coalesce(IF(dm.`__moved` IS NULL, NULL, named_struct('v', dm.`__moved`.`bio`)), "
+            "IF(tb.`__moved` IS NULL, NULL, named_struct('v', tb.`__moved`.`bio`)), im.`bio__img`)") in sql
+    assert "LEFT JOIN lake.meta.tombstones__inv__customers tb ON" in sql
+    assert "tb.`id` = c.`__old_key`.`id`" in sql and "(tb.`__lsn` = c.`__lsn`)" in sql  # same position only
+    soft = fill_moved_sql(replace(SPEC, delete_mode="soft", tombstones=None), "CH")
+    assert "LEFT JOIN lake.inv.customers tb ON" in soft and "coalesce(tb.`__deleted`, false)" in soft
+
+
+def test_delete_images_and_soft_deletes_keep_the_old_keys_columns():
+    assert "d.`__new_key` IS NOT NULL" in delete_images_sql(SPEC, "CH", ["name", "bio"])
+    soft = merge_target_sql(replace(SPEC, delete_mode="soft", tombstones=None), "v")
+    assert "s.`__moved` IS NOT NULL THEN UPDATE SET t.`name` = s.`__moved`.`name`, t.`bio` = s.`__moved`.`bio`" in soft
+
+
+class _Decoder:
+    def decode(self, key, value):
+        from cdc.decode.json import JsonDecoder
+
+        return JsonDecoder("t", "__debezium_unavailable_value").decode(key, value)
+
+
+def test_header_keys_are_decoded_like_message_keys_into_change_rows_only():
+    import json
+
+    from cdc.kafka import headers
+    from cdc.tables import arrow_schema
+
+    class Spec:
+        decoder = _Decoder()
+
+    schema = arrow_schema(staging_columns(ROW, ("__lsn",), ("id",)))
+    key = json.dumps({"schema": {"type": "struct", "fields": [{"type": "int32", "optional": False, "field": "id"}]},
+                      "payload": {"id": 1}}).encode()
+    found: dict = {}
+    headers.note(found, 5, [("__debezium.oldkey", key), ("other", b"x")])
+    headers.note(found, 6, [("__debezium.newkey", b"not a key")])
+    headers.note(found, 7, None)
+    rows = {"batch_id": [1, 1, 1], "__topic": ["t"] * 3, "__partition": [0] * 3, "__offset": [5, 6, 7],
+            "__kind": ["change", "change", "tombstone"]}
+    batch = pa.RecordBatch.from_arrays([pa.array(rows.get(f.name, [None] * 3), f.type) for f in schema], schema=schema)
+    out = list(headers.fill(Spec(), [batch], found))[0]
+    assert out.column(schema.get_field_index(OLD_KEY)).to_pylist() == [{"id": 1}, None, None]
+    assert out.column(schema.get_field_index(NEW_KEY)).to_pylist() == [None, None, None]  # undecodable: NULL
