@@ -96,3 +96,49 @@ def test_header_keys_are_decoded_like_message_keys_into_change_rows_only():
     out = list(headers.fill(Spec(), [batch], found))[0]
     assert out.column(schema.get_field_index(OLD_KEY)).to_pylist() == [{"id": 1}, None, None]
     assert out.column(schema.get_field_index(NEW_KEY)).to_pylist() == [None, None, None]  # undecodable: NULL
+
+
+def test_avro_header_keys_are_staged_identically_by_both_avro_paths():
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    from cdc.config import parse_config
+    from cdc.decode.factory import make_decoder
+    from cdc.kafka import headers
+    from cdc.kafka.read import ReadSpec, stage_messages
+    from cdc.ordering import Ordering
+    from cdc.tables import arrow_schema
+    from devtools.debezium import AvroSerializer, ChangeEventGenerator, GeneratorConfig
+    from devtools.debezium.model import Record
+    from devtools.registry import LocalSchemaRegistry
+
+    with LocalSchemaRegistry() as registry:
+        topic = "pkmoves.avro"
+        gen = ChangeEventGenerator(5, GeneratorConfig(partitions=1, toast_fraction=0.5, toast_on_pk_change=True,
+                                                      replica_identity="default"))
+        records = gen.snapshot(6)
+        moves = [r for _ in range(3) for r in gen.change_pk()]
+        records += moves + gen.random_ops(20)
+        ser = AvroSerializer(SchemaRegistryClient({"url": registry.url}), topic=topic)
+        msgs, found = [], {}
+        for i, r in enumerate(records):
+            msgs.append((i, 1_700_000_000_000 + i, *ser.serialize(r)))
+            headers.note(found, i, [(n, ser.serialize(Record(k, None, 0, r.table))[0]) for n, k in r.headers])
+        cfg = parse_config({"pipeline": "p", "kafka": {"bootstrap.servers": "x:1"}, "format": "avro",
+                            "schema_registry": {"url": registry.url}, "catalog": {"warehouse": "/tmp/w"},
+                            "tables": [{"topic": topic, "target": "a.b"}]})
+        dec = make_decoder(cfg, cfg.tables[0])
+        cols = dec.resolve_columns([], [])
+        ordering = Ordering("postgresql")
+        out = {}
+        for fast in (True, False):
+            spec = ReadSpec("a.b", {}, dec.bind(cols), ordering, ("id",), tuple(cols),
+                            tuple(staging_columns(cols, ordering.columns, ("id",))), 7, fast_avro=fast)
+            batches = list(headers.fill(spec, stage_messages(spec, topic, 0, msgs), found))
+            out[fast] = pa.Table.from_batches(batches, arrow_schema(spec.staging_columns)).sort_by("__offset")
+    assert out[True].equals(out[False])
+    staged = out[True].to_pylist()
+    creates = [r for r in staged if r["__op"] == "c" and r[OLD_KEY]]
+    deletes = [r for r in staged if r["__op"] == "d" and r[NEW_KEY]]
+    assert len(creates) == len(deletes) == sum(1 for r in records if r.op == "c" and r.headers) >= 3
+    assert {(d["id"], d[NEW_KEY]["id"]) for d in deletes} == {(c[OLD_KEY]["id"], c["id"]) for c in creates}
+    assert all(r[OLD_KEY] is None and r[NEW_KEY] is None for r in staged if r not in creates + deletes)
