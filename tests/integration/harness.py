@@ -139,7 +139,10 @@ def build_stream(spec: TableSpec) -> tuple[ChangeEventGenerator, list[Any]]:
     toast = 0.0 if spec.adversarial else 0.3
     gen = ChangeEventGenerator(spec.seed, GeneratorConfig(
         connector=spec.connector, partitions=spec.partitions, replica_identity=spec.replica_identity,
-        toast_fraction=toast, binlog_max_bytes=3_000))
+        toast_fraction=toast, binlog_max_bytes=3_000,
+        # PK changes with TOAST placeholders (resolved across batches through the key headers); one partition only:
+        # a create merged before an unread change of its old key in a lagging partition is a documented limit
+        toast_on_pk_change=spec.partitions == 1 and spec.write_mode == "upsert"))
     records = gen.snapshot(spec.snapshot)
     weights = {"insert": 4, "update": 5, "delete": 1.5, "change_pk": 0.5, "truncate": spec.truncate_weight}
     records += gen.random_ops(spec.ops, weights)
