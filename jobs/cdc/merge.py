@@ -10,7 +10,8 @@ batch gives the same table as an uninterrupted run:
    batch. Unchanged TOAST columns (Debezium's unavailable-value placeholder) take the value of the newest *older*
    change of the same key that had it (``<col>__carry``, with its position), else (step 3) the table's value.
    A primary-key change (``d`` of the old key and ``c`` of the new key at one source position) carries the old
-   key's value to the new key. Delete images never serve as a TOAST source.
+   key's value to the new key (``cdc.pk_moves.fill_moved_sql`` through Debezium's key headers, in one batch or
+   across batches; else ``moved_toast_sql`` within the batch). Delete images never serve as a TOAST source.
 3. ``classify_sql``: compares that change with the table row and the tombstone of the key and names an action:
    ``skip`` (not newer than what the table holds: duplicates, replays, late out-of-order events; or at/below the
    tombstone GC horizon for a key the table has forgotten), ``insert``, ``update``, ``delete`` (a live row goes) or
