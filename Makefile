@@ -22,7 +22,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	touch $(STAMP)
 
 test: venv
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" --durations=25 $(PYTEST_ARGS)
 
 test-unit: venv
 	$(PY) -m pytest tests/unit tests/devtools -m "not slow" $(PYTEST_ARGS)
