@@ -6,7 +6,8 @@ the headers' keys as ``__old_key`` / ``__new_key`` (``cdc.kafka.headers``). The 
 the old key's value *as of just before L*, its **image**:
 
 * ``image_sql``: for a key k and a source position L, per column, the newest change of k in the batch ordered before
-  L that had the column (if newer than the table row), else the table's live row of k if that is ordered before L.
+  L that had the column (if newer than the table row), else the table's live row of k if that is ordered before L,
+  else what an earlier delivery of the delete at L left (its tombstone's image; soft mode: the soft-deleted row).
 * The image of a move's delete is computed before anything is merged and kept in staging as a row of kind ``image``
   (the delete's partition and offset, ``__moved``; ``remember_images``, written once, so a rerun after a crash that
   already deleted the old row uses the image computed first); ``cdc.merge.changes_sql`` gives it to the delete, which
@@ -57,14 +58,24 @@ def image_sql(spec: MergeSpec, requests: str, changes: str, columns: Sequence[st
               f"ON {key_join('r', 'ch', spec.key)} AND {tuple_gt('r', spec.ordering, 'ch', spec.ordering)} "
               f"GROUP BY {group}")
     before = f"{_live(spec)} AND {tuple_gt('p', spec.ordering, 't', spec.ordering)}"
+    # an earlier delivery of the move's delete (a redelivery, at the same source position) already left the image:
+    # in its tombstone, or (soft mode) as the soft-deleted row's columns
+    if spec.soft:
+        again, tomb = f"coalesce(t.{q(DELETED)}, false) AND {_eq_ordering('t', 'p', spec.ordering)}", ""
+        kept = lambda c: f"t.{q(c)}"  # noqa: E731
+    else:
+        again = f"tb.{q(MOVED)} IS NOT NULL"
+        tomb = (f" LEFT JOIN {spec.tombstones} tb ON {key_join('p', 'tb', spec.key)} "
+                f"AND {_eq_ordering('tb', 'p', spec.ordering)}")
+        kept = lambda c: f"tb.{q(MOVED)}.{q(c)}"  # noqa: E731
     imgs = []
     for c in columns:
         p = f"p.{q(c + '__p')}"
         fresh = f"{p} IS NOT NULL AND {tuple_gt(p, spec.staged_position, 't', spec.stored_position)}"
         imgs.append(f"CASE WHEN {fresh} THEN named_struct('v', {p}.v) WHEN {before} THEN named_struct('v', t.{q(c)}) "
-                    f"END AS {q(c + '__img')}")
+                    f"WHEN {again} THEN named_struct('v', {kept(c)}) END AS {q(c + '__img')}")
     return (f"SELECT {', '.join('p.' + x for x in keys + ords)}, {', '.join(imgs)} FROM ({priors}) p "
-            f"LEFT JOIN {spec.target} t ON {key_join('p', 't', spec.key)}")
+            f"LEFT JOIN {spec.target} t ON {key_join('p', 't', spec.key)}{tomb}")
 
 
 def _move_deletes(changes: str, ordering: Sequence[str], key: Sequence[str]) -> str:

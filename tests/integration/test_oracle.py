@@ -73,7 +73,7 @@ FAST += [
 # PK changes with TOAST placeholders resolved across batches (issue 17 scenario 2; the generator turns them on for
 # one-partition upsert tables, see harness.build_stream): small batches cut between a move's delete and its create.
 FAST += [
-    Scenario(seed=106, fmt="avro", tables=[spec(1371, partitions=1, replica_identity="default", ops=35),
+    Scenario(seed=106, fmt="avro", tables=[spec(1441, partitions=1, replica_identity="default", ops=35),
                                            spec(1255, partitions=1, delete_mode="soft", replica_identity="default",
                                                 ops=35)],
              batch_sizes=[5, 7, 6], crash="raise:after_merge", crash_run=1),
