@@ -57,8 +57,40 @@ def _filled(spec: Any, batch: pa.RecordBatch, found: dict[int, dict[str, bytes]]
     return batch
 
 
+def connect_text_key(raw: bytes, struct: pa.StructType) -> dict[str, Any] | None:
+    """Kafka Connect's default header converter (``SimpleHeaderConverter``) writes a Struct header as its text,
+    ``Struct{id=2}`` / ``Struct{tenant=a,id=2}``: parsed for integer and string key columns only (other types, or a
+    string holding ``,`` or ``=``, are ambiguous in that text: None)."""
+    text = raw.decode("utf-8", "replace")
+    if not (text.startswith("Struct{") and text.endswith("}")):
+        return None
+    pairs = [p.split("=", 1) for p in text[len("Struct{"):-1].split(",")] if len(text) > len("Struct{}") else []
+    if any(len(p) != 2 for p in pairs) or len(pairs) != len(struct):
+        return None
+    found = dict(pairs)
+    value: dict[str, Any] = {}
+    for f in struct:
+        v = found.get(f.name)
+        if v is None:
+            return None
+        if pa.types.is_integer(f.type):
+            if not v.lstrip("-").isdigit():
+                return None
+            value[f.name] = int(v)
+        elif pa.types.is_string(f.type) or pa.types.is_large_string(f.type):
+            value[f.name] = v
+        else:
+            return None
+    return value
+
+
 def decode_key(spec: Any, raw: bytes, struct: pa.StructType) -> dict[str, Any] | None:
-    """The header's key as a value of ``struct`` (the key columns), None when it does not decode or fit."""
+    """The header's key as a value of ``struct`` (the key columns), None when it does not decode or fit. Headers
+    serialised like message keys (``header.converter`` = the key converter) and Connect's default header text
+    (``Struct{id=2}``, :func:`connect_text_key`) are understood."""
+    text_key = connect_text_key(raw, struct)
+    if text_key is not None:
+        return text_key
     try:
         key = spec.decoder.decode(raw, None).key or {}
         value = {f.name: key.get(f.name) for f in struct}

@@ -142,3 +142,18 @@ def test_avro_header_keys_are_staged_identically_by_both_avro_paths():
     assert len(creates) == len(deletes) == sum(1 for r in records if r.op == "c" and r.headers) >= 3
     assert {(d["id"], d[NEW_KEY]["id"]) for d in deletes} == {(c[OLD_KEY]["id"], c["id"]) for c in creates}
     assert all(r[OLD_KEY] is None and r[NEW_KEY] is None for r in staged if r not in creates + deletes)
+
+
+def test_connects_default_header_text_is_understood_for_integer_and_string_keys():
+    """Kafka Connect's SimpleHeaderConverter (the default header.converter) writes Struct headers as text."""
+    from cdc.kafka.headers import connect_text_key
+
+    ints = pa.struct([pa.field("id", pa.int64())])
+    both = pa.struct([pa.field("tenant", pa.string()), pa.field("id", pa.int32())])
+    assert connect_text_key(b"Struct{id=2}", ints) == {"id": 2}
+    assert connect_text_key(b"Struct{id=-7}", ints) == {"id": -7}
+    assert connect_text_key(b"Struct{tenant=acme,id=3}", both) == {"tenant": "acme", "id": 3}
+    assert connect_text_key(b"Struct{id=x}", ints) is None  # not an integer
+    assert connect_text_key(b"Struct{id=1,extra=2}", ints) is None  # not the key columns
+    assert connect_text_key(b"Struct{id=1.5}", pa.struct([pa.field("id", pa.float64())])) is None  # ambiguous type
+    assert connect_text_key(b'{"id": 2}', ints) is None  # JSON: left to the key decoder
