@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 if __package__ in (None, ""):  # a script: `cdc` shipped with --py-files (wheel/zip) wins over jobs/cdc beside it
@@ -25,7 +24,7 @@ if __package__ in (None, ""):  # a script: `cdc` shipped with --py-files (wheel/
 from cdc import cli_contract as cli  # noqa: E402
 from cdc.cli_contract import ExitCode  # noqa: E402
 from cdc.config import load_config  # noqa: E402
-from cdc.errors import CdcError, ConfigError  # noqa: E402
+from cdc.errors import ConfigError  # noqa: E402
 
 REPLACE = "--replace"
 
@@ -56,26 +55,12 @@ def main(argv: list[str] | None = None) -> int:
         spark = build_session(cfg, f"cdc-bootstrap-{cfg.pipeline}", args.master)
         out = [run_bootstrap(spark, cfg, t, args.replace) for t in tables]
         summary = {"pipeline": cfg.pipeline, "mode": "bootstrap", "tables": out}
-    except CdcError as exc:
-        return fail(f"ERROR [{type(exc).__name__}] {exc}", exc.exit_code)
-    except KeyboardInterrupt:
-        return fail("ERROR interrupted", ExitCode.INTERRUPTED)
-    except Exception as exc:  # unclassified (Spark/JVM, a bug): still one line; CDC_TRACEBACK=1 for the traceback
-        if os.environ.get("CDC_TRACEBACK"):
-            import traceback
+    except (Exception, KeyboardInterrupt) as exc:  # one line on stderr, the exit code of its class
+        from cdc.outcome import job_failed
 
-            traceback.print_exc()
-        from cdc.outcome import unwrap_task_error
-
-        err = unwrap_task_error(exc, "bootstrap")
-        return fail(f"ERROR [{type(err).__name__}] {err}", err.exit_code)
+        return job_failed(exc, "bootstrap")
     print(json.dumps(summary, default=str), flush=True)
     return cli.finish(ExitCode.OK, summary)
-
-
-def fail(line: str, code: int) -> int:
-    print(line, file=sys.stderr, flush=True)
-    return cli.finish(code, error=line)
 
 
 if __name__ == "__main__":

@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 if __package__ in (None, ""):  # a script: `cdc` shipped with --py-files (wheel/zip) wins over jobs/cdc beside it
     sys.path.sort(key=lambda p: not p.endswith((".whl", ".zip", ".egg")))
 
 from cdc import cli_contract as cli  # noqa: E402
-from cdc.cli_contract import ArgumentError, BackfillBounds, ExitCode  # noqa: E402
+from cdc.cli_contract import ArgumentError, BackfillBounds  # noqa: E402
 from cdc.config import load_config  # noqa: E402
-from cdc.errors import CdcError, ConfigError  # noqa: E402
+from cdc.errors import ConfigError  # noqa: E402
 from cdc.kafka.plan import Bounds  # noqa: E402
 
 
@@ -89,19 +88,10 @@ def main(argv: list[str] | None = None) -> int:
 
         spark = build_session(cfg, f"cdc-ingest-{cfg.pipeline}", args.master)
         summary = run_batch(spark, cfg, tables, mode, args.dry_run, bounds, isolate=True)
-    except CdcError as exc:
-        return fail(f"ERROR [{type(exc).__name__}] {exc}", exc.exit_code)
-    except KeyboardInterrupt:
-        return fail("ERROR interrupted", ExitCode.INTERRUPTED)
-    except Exception as exc:  # unclassified (Spark/JVM, a bug): still one line; CDC_TRACEBACK=1 for the traceback
-        if os.environ.get("CDC_TRACEBACK"):
-            import traceback
+    except (Exception, KeyboardInterrupt) as exc:  # one line on stderr, the exit code of its class
+        from cdc.outcome import job_failed
 
-            traceback.print_exc()
-        from cdc.outcome import unwrap_task_error
-
-        err = unwrap_task_error(exc, "ingest")
-        return fail(f"ERROR [{type(err).__name__}] {err}", err.exit_code)
+        return job_failed(exc, "ingest")
     line = json.dumps(summary, default=str)
     from cdc.group import error_lines, exit_code_of
 
@@ -110,11 +100,6 @@ def main(argv: list[str] | None = None) -> int:
         print(err, file=sys.stderr, flush=True)
     print(line, flush=True)
     return cli.finish(exit_code_of(summary), json.loads(line), "; ".join(errors) or None)
-
-
-def fail(line: str, code: int) -> int:
-    print(line, file=sys.stderr, flush=True)
-    return cli.finish(code, error=line)
 
 
 if __name__ == "__main__":

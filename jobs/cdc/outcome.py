@@ -108,3 +108,26 @@ def _java_detail(text: str) -> str:
         elif best is None:
             best = line
     return best or ""
+
+
+def job_failed(exc: BaseException, job: str) -> int:
+    """How a job ends on an error: one ``ERROR [<Class>] <message>`` line on stderr (``CDC_TRACEBACK=1`` adds the
+    traceback of an unclassified error: Spark/JVM, a bug), the same line in ``$CDC_RESULT_FILE``, and the exit code
+    (``CdcError.exit_code``; interrupted; Spark/Py4J errors through :func:`unwrap_task_error`)."""
+    import os
+    import sys
+    import traceback
+
+    from cdc import cli_contract as cli
+
+    if isinstance(exc, CdcError):
+        line, code = f"ERROR [{type(exc).__name__}] {exc}", exc.exit_code
+    elif isinstance(exc, KeyboardInterrupt):
+        line, code = "ERROR interrupted", cli.ExitCode.INTERRUPTED
+    else:
+        if os.environ.get("CDC_TRACEBACK"):
+            traceback.print_exception(exc)
+        err = unwrap_task_error(exc, job)
+        line, code = f"ERROR [{type(err).__name__}] {err}", err.exit_code
+    print(line, file=sys.stderr, flush=True)
+    return cli.finish(code, error=line)

@@ -47,6 +47,22 @@ def run_cli(config: Path, max_records: int | None = None, env: dict[str, str] | 
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
+def start_job(config: Path, *args: str, env: dict[str, str] | None = None, script: Path = INGEST) -> subprocess.Popen:
+    """A job process (``jobs/ingest.py`` unless ``script``) in its own process group, on ``local[2]``; see finish."""
+    cmd = [sys.executable, str(script), "--config", str(config), "--master", "local[2]", *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(env),
+                            cwd=str(REPO), start_new_session=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 400) -> subprocess.CompletedProcess:
+    """Wait for a started job; its whole process group (the JVM included) is gone afterwards."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        kill_group(proc)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
 def kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)

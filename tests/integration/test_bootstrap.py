@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import subprocess
-import sys
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -20,7 +19,7 @@ import yaml
 from cdc.bootstrap_types import lsn_to_int
 from tests.conftest import unique
 from tests.integration import events
-from tests.integration.cli import REPO, cli_env, kill_group, summary_of
+from tests.integration.cli import REPO, finish, start_job, summary_of
 
 pytestmark = pytest.mark.integration
 
@@ -103,17 +102,7 @@ def write_config(path: Path, broker, warehouse, pg, db: str, topic: str, meta: s
 
 
 def start_bootstrap(config: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    cmd = [sys.executable, str(BOOTSTRAP), "--config", str(config), "--master", "local[2]", *args]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(env),
-                            cwd=str(REPO), start_new_session=True)
-
-
-def finish(proc: subprocess.Popen, timeout: float = 400) -> subprocess.CompletedProcess:
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    finally:
-        kill_group(proc)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return start_job(config, *args, env=env, script=BOOTSTRAP)
 
 
 def wait_for_snapshot(pg, db: str, proc: subprocess.Popen, timeout: float = 300) -> None:

@@ -4,31 +4,20 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 
 import pytest
 
 from tests.integration import events
 from tests.integration.events import pg
-from tests.integration.cli import INGEST, REPO, cli_env, kill_group, summary_of
+from tests.integration.cli import REPO, finish, start_job, summary_of
 from tests.integration.reliability import cli, ledger_rows, pipeline, table_rows, topic, write
 
 pytestmark = pytest.mark.integration
 
 
 def start(config, env=None, *args) -> subprocess.Popen:
-    cmd = [sys.executable, str(INGEST), "--config", str(config), "--master", "local[2]", *args]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(env),
-                            cwd=str(REPO), start_new_session=True)
-
-
-def finish(proc: subprocess.Popen, timeout: float = 400) -> subprocess.CompletedProcess:
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    finally:
-        kill_group(proc)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return start_job(config, *args, env=env)
 
 
 def load(spark, raw, n=40):

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import unique
 from tests.integration import events
-from tests.integration.cli import INGEST, REPO, cli_env, kill_group, run_cli, summary_of
+from tests.integration.cli import INGEST, REPO, cli_env, finish, run_cli, start_job, summary_of
 from tests.integration.events import pg
 
 pytestmark = pytest.mark.integration
@@ -157,17 +157,7 @@ def test_ingest_through_jdbc_catalog_read_by_the_airflow_side(broker, postgres, 
 
 
 def start(config: Path) -> subprocess.Popen:
-    cmd = [sys.executable, str(INGEST), "--config", str(config), "--master", "local[2]"]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(ENV),
-                            cwd=str(REPO), start_new_session=True)
-
-
-def finish(proc: subprocess.Popen, timeout: float = 400) -> subprocess.CompletedProcess:
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    finally:
-        kill_group(proc)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return start_job(config, env=ENV)
 
 
 def test_two_runs_of_one_table_on_the_jdbc_catalog(broker, postgres, tmp_path):
