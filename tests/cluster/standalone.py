@@ -45,8 +45,8 @@ def build_wheel(out: Path) -> Path:
     for f in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / f, src / f)
     (src / "jobs").mkdir()
-    for f in ("ingest.py", "maintenance.py"):
-        shutil.copy2(REPO / "jobs" / f, src / "jobs" / f)
+    for script in (REPO / "jobs").glob("*.py"):  # the job scripts jobs/cdc/apps/ links to
+        shutil.copy2(script, src / "jobs" / script.name)
     shutil.copytree(REPO / "jobs" / "cdc", src / "jobs" / "cdc", symlinks=True, ignore=ignore)
     shutil.copytree(REPO / "plugins" / "cdc_airflow", src / "plugins" / "cdc_airflow", ignore=ignore)
     dist = out / "dist"
