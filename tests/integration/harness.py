@@ -351,14 +351,21 @@ def raise_at(point: str, fn: Callable[[], Any]) -> bool:
 
 def _owner_dead_once() -> None:
     """Make the next run see pending batches of this (living) process as abandoned: rewrite ``owner``."""
-    import cdc.run
+    import os
 
-    original = cdc.run.owner_alive
+    import cdc.run
+    from cdc.ledger import owner_host
+
+    original = getattr(cdc.run.owner_alive, "original", cdc.run.owner_alive)
+    mine = f"{owner_host()}:{os.getpid()}:"
 
     def dead(owner: str, claimed_at: Any, lease: float) -> bool:
+        if not owner.startswith(mine):  # another process's claim (e.g. a later test's "other host"): judged as usual
+            return original(owner, claimed_at, lease)
         cdc.run.owner_alive = original
         return False
 
+    dead.original = original  # type: ignore[attr-defined]
     cdc.run.owner_alive = dead
 
 
