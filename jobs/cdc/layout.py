@@ -136,6 +136,21 @@ def position_columns(ordering: Sequence[str], staged: bool) -> tuple[str, ...]:
     return (*ordering, *((PARTITION, OFFSET) if staged else (KAFKA_PARTITION, KAFKA_OFFSET)))
 
 
+class Positioned:
+    """Mixin of the merge specs (``cdc.merge.MergeSpec``, ``cdc.modes.ModeSpec``): their ``ordering`` columns as
+    the total order in staging and in stored tables."""
+
+    ordering: tuple[str, ...]
+
+    @property
+    def staged_position(self) -> tuple[str, ...]:
+        return position_columns(self.ordering, staged=True)
+
+    @property
+    def stored_position(self) -> tuple[str, ...]:
+        return position_columns(self.ordering, staged=False)
+
+
 def is_meta(name: str) -> bool:
     """Is ``name`` a column the job adds to a target table (never a source column)?"""
     return (name in TARGET_FIXED or name in (DELETED, EPOCH) or name in SCD2_FIXED

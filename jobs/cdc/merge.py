@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from cdc.layout import (BATCH_ID, DELETED, DELETED_AT, IMAGE, INGESTED_AT, KAFKA_OFFSET, KAFKA_PARTITION, MOVED, NEW_KEY,
-                        OFFSET, OLD_KEY, OP, PARTITION, SOURCE_TS_MS, UNAVAILABLE, position_columns)
+                        OFFSET, OLD_KEY, OP, PARTITION, SOURCE_TS_MS, UNAVAILABLE, Positioned)
 from cdc.sql import key_join, lit, q, tuple_cmp_literal, tuple_eq, tuple_gt
 
 __all__ = ["MergeSpec", "changes_sql", "classify_sql", "compaction_deletes_sql", "lit", "merge_target_sql", "merge_tombstones_sql",
@@ -42,7 +42,7 @@ __all__ = ["MergeSpec", "changes_sql", "classify_sql", "compaction_deletes_sql",
 
 
 @dataclass(frozen=True)
-class MergeSpec:
+class MergeSpec(Positioned):
     target: str  # catalog.namespace.table
     staging: str
     tombstones: str | None  # None in soft mode
@@ -60,14 +60,6 @@ class MergeSpec:
     @property
     def soft(self) -> bool:
         return self.delete_mode == "soft"
-
-    @property
-    def staged_position(self) -> tuple[str, ...]:
-        return position_columns(self.ordering, staged=True)
-
-    @property
-    def stored_position(self) -> tuple[str, ...]:
-        return position_columns(self.ordering, staged=False)
 
 
 def newer_sql(spec: MergeSpec, s: str, t: str, s_staged: bool = True) -> str:

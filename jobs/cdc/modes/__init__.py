@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cdc.layout import position_columns
+from cdc.layout import Positioned
 
 WRITE_MODE_PROPERTY = "cdc.write-mode"  # on a target table: the write mode it was created with (absent: upsert)
 
 
 @dataclass(frozen=True)
-class ModeSpec:
+class ModeSpec(Positioned):
     target: str  # catalog.namespace.table
     staging: str
     batch_id: int
@@ -32,11 +32,3 @@ class ModeSpec:
     toast_columns: tuple[str, ...] = ()  # columns unavailable (TOAST placeholder) in some change
     log: str = ""  # scd2: the change log table
     track_columns: tuple[str, ...] = ()  # scd2: only changes of these open a version (empty: every update)
-
-    @property
-    def staged_position(self) -> tuple[str, ...]:
-        return position_columns(self.ordering, staged=True)
-
-    @property
-    def stored_position(self) -> tuple[str, ...]:
-        return position_columns(self.ordering, staged=False)
