@@ -4,11 +4,12 @@ micro-batches continue from any earlier offset without gaps or regressions. The 
 1. **Check.** The table has a ``bootstrap`` section; no batch of it is pending; the target is empty or absent
    (else ``--replace`` is needed). A bootstrap whose target swap committed but whose ledger row is missing (a crash
    in between) is finished instead (the swap's snapshot carries the bootstrap in its summary, ``SUMMARY_KEY``).
-2. **Snapshot.** ``cdc.bootstrap_source.PostgresSnapshot``: one exported REPEATABLE READ snapshot, its WAL
-   position (``pg_current_wal_lsn()``, reported) and the transactions it sees (``pg_current_snapshot()``), kept
-   open until the read is done.
-3. **Horizon.** ``cdc.bootstrap_horizon``: the newest Debezium position among the topic's changes whose
-   transaction the snapshot sees (None when the topic has none).
+2. **Snapshot.** ``cdc.bootstrap_source.open_source`` by URL. PostgreSQL (``PostgresSnapshot``): one exported
+   REPEATABLE READ snapshot, its WAL position (``pg_current_wal_lsn()``, reported) and the transactions it sees
+   (``pg_current_snapshot()``), kept open until the read is done. MySQL/MariaDB (``cdc.bootstrap_mysql``):
+   ``LOCK TABLES <t> READ`` on a driver connection and ``SHOW MASTER STATUS`` under it, held until the read is done.
+3. **Horizon.** PostgreSQL: ``cdc.bootstrap_horizon``, the newest Debezium position among the topic's changes
+   whose transaction the snapshot sees (None when the topic has none). MySQL: the binlog position itself.
 4. **Read & stage.** Spark's JDBC source reads the table in ``num_partitions`` ranges of the split column (min/max
    from the same snapshot), every reader inside the snapshot (``sessionInitStatement``), column types converted as
    ``cdc.bootstrap_types`` says (the same schema the Debezium path produces). Rows get the horizon as their
@@ -30,30 +31,26 @@ from typing import Any
 
 from cdc import snapshot_summary
 from cdc.bootstrap_config import BootstrapConfig
-from cdc.bootstrap_horizon import Visibility, horizon_from_topic
-from cdc.bootstrap_source import PostgresSnapshot, qualified, session_init
-from cdc.bootstrap_types import column_read, quote_spark
+from cdc.bootstrap_source import format_lsn, open_source
+from cdc.bootstrap_types import quote_spark
 from cdc.config import PipelineConfig, TableConfig
 from cdc.decode.model import Column
 from cdc.errors import ConcurrentRunError, ConfigError, TerminalError
 from cdc.faults import checkpoint
-from cdc.layout import (BATCH_ID, DELETED, INGESTED_AT, KAFKA_OFFSET, KAFKA_PARTITION, OP,
-                        POSTGRES_COMMIT_ORDERING, SOURCE_TS_MS)
+from cdc.layout import BATCH_ID, DELETED, INGESTED_AT, KAFKA_OFFSET, KAFKA_PARTITION, OP, SOURCE_TS_MS
 from cdc.ledger import Ledger, process_owner
 from cdc.ledger_model import BOOTSTRAP_MODE, bootstrap_row
 from cdc.sql import lit
 from cdc.tables import TableNames, ensure_meta_tables, ensure_target, exists, names
 
 SUMMARY_KEY = snapshot_summary.BOOTSTRAP  # the swap commit's summary: {"run_id", "batch_id", "horizon", ...}
-INTEGER_TYPES = ("smallint", "integer", "bigint")
-DRIVER = "org.postgresql.Driver"
 
 
 @dataclass(frozen=True)
 class Plan:
     row_columns: list[Column]
     key: tuple[str, ...]
-    selects: list[str]  # PostgreSQL select list
+    selects: list[str]  # the source database's select list
     converts: list[str]  # Spark expressions over the JDBC result
     split: str  # "" = one unpartitioned read
 
@@ -62,7 +59,14 @@ def staging_name(cfg: PipelineConfig, t: TableConfig) -> str:
     return f"{cfg.catalog.name}.{cfg.metadata_namespace}.bootstrap__{t.target.replace('.', '__')}"
 
 
-NO_HORIZON = (0, 0)  # rows' position when the topic holds no change the snapshot saw: older than every change
+NO_HORIZON = (0, 0)  # PostgreSQL rows' position when the topic holds no change the snapshot saw: before every change
+
+
+def ordering_columns(b: BootstrapConfig) -> tuple[str, ...]:
+    """The target's ordering columns for this source (what the Debezium path creates for its connector)."""
+    from cdc.ordering import Ordering
+
+    return Ordering("mysql" if b.is_mysql else "postgresql").columns
 
 
 def check_table(cfg: PipelineConfig, t: TableConfig) -> BootstrapConfig:
@@ -71,7 +75,7 @@ def check_table(cfg: PipelineConfig, t: TableConfig) -> BootstrapConfig:
     if t.bootstrap is None:
         raise ConfigError(f"{where}: has no bootstrap section (tables[].bootstrap: jdbc_url, source_table, ...)")
     if t.ordering != "auto":
-        raise ConfigError(f"{where}: a JDBC bootstrap needs ordering: auto (PostgreSQL commit ordering)")
+        raise ConfigError(f"{where}: a JDBC bootstrap needs ordering: auto (the connector's own log positions)")
     if t.ordering_epoch:
         raise ConfigError(f"{where}: a JDBC bootstrap of a table with ordering_epoch > 0 is not supported")
     if getattr(t, "mode", "upsert") != "upsert":
@@ -79,19 +83,18 @@ def check_table(cfg: PipelineConfig, t: TableConfig) -> BootstrapConfig:
     return t.bootstrap
 
 
-def plan_columns(snap: PostgresSnapshot, t: TableConfig, b: BootstrapConfig, where: str) -> Plan:
-    cols = snap.columns()
-    reads = [column_read(c.name, c.pg_type, c.kind, b.source_table) for c in cols]
+def plan_columns(snap: Any, t: TableConfig, b: BootstrapConfig, where: str) -> Plan:
+    reads = snap.column_reads()
     key = tuple(t.primary_key) or tuple(snap.primary_key())
-    names_ = {c.name for c in cols}
+    names_ = {r.name for r in reads}
     if not key or any(k not in names_ for k in key):
         raise ConfigError(f"{where}: primary key {list(key)} {'is unknown' if not key else 'is not in the table'}: "
                           "set primary_key for this table (the source table has no usable primary key)")
     split = b.split_column or (key[0] if len(key) == 1 else "")
-    types = {c.name: c.pg_type for c in cols}
+    types = snap.column_types()
     if split and split not in types:
         raise ConfigError(f"{where}: bootstrap.split_column {split!r} is not a column of the source table")
-    if split and types[split] not in INTEGER_TYPES:
+    if split and split not in snap.integer_columns():
         if b.split_column:
             raise ConfigError(f"{where}: bootstrap.split_column {split!r} has type {types[split]}: the parallel "
                               "read needs an integer column (or num_partitions: 1)")
@@ -102,11 +105,9 @@ def plan_columns(snap: PostgresSnapshot, t: TableConfig, b: BootstrapConfig, whe
     return Plan(row_cols, key, [r.select for r in reads], [r.convert for r in reads], split)
 
 
-def read_source(spark: Any, snap: PostgresSnapshot, b: BootstrapConfig, plan: Plan) -> Any:
+def read_source(spark: Any, snap: Any, b: BootstrapConfig, plan: Plan) -> Any:
     """The JDBC DataFrame of the table inside the snapshot (lazy: read when written)."""
-    options = {"url": b.jdbc_url, "driver": DRIVER, "fetchsize": str(b.fetch_size),
-               "dbtable": f"(SELECT {', '.join(plan.selects)} FROM {qualified(b.source_table)}) AS cdc_bootstrap",
-               "sessionInitStatement": session_init(snap.snapshot_id)}
+    options = {**snap.jdbc_options(plan.selects), "fetchsize": str(b.fetch_size)}
     if b.user:
         options["user"] = b.user
     if b.password:
@@ -119,13 +120,15 @@ def read_source(spark: Any, snap: PostgresSnapshot, b: BootstrapConfig, plan: Pl
     return spark.read.format("jdbc").options(**options).load().selectExpr(*plan.converts)
 
 
-def with_meta(df: Any, position: tuple[int, ...], batch_id: int, snapshot_ms: int, soft: bool) -> Any:
-    """Add the target's metadata columns: ``position`` (the horizon), op ``r``, no Kafka offsets."""
+def with_meta(df: Any, ordering: tuple[str, ...], position: tuple[int, ...], batch_id: int, snapshot_ms: int,
+              soft: bool) -> Any:
+    """Add the target's metadata columns: the ``ordering`` columns = ``position`` (the horizon), op ``r``, no Kafka
+    offsets."""
     from pyspark.sql import functions as F
 
-    last_commit, at = position
-    cols = [F.lit(last_commit).cast("bigint").alias(POSTGRES_COMMIT_ORDERING[0]),
-            F.lit(at).cast("bigint").alias(POSTGRES_COMMIT_ORDERING[1]),
+    if len(position) != len(ordering):
+        raise ValueError(f"position {position} does not fit the ordering columns {ordering}")
+    cols = [*(F.lit(int(v)).cast("bigint").alias(c) for c, v in zip(ordering, position)),
             F.lit("r").alias(OP), F.lit(snapshot_ms).cast("bigint").alias(SOURCE_TS_MS),
             F.lit(-1).cast("int").alias(KAFKA_PARTITION), F.lit(-1).cast("bigint").alias(KAFKA_OFFSET),
             F.lit(batch_id).cast("bigint").alias(BATCH_ID), F.current_timestamp().alias(INGESTED_AT)]
@@ -187,7 +190,8 @@ def run_bootstrap(spark: Any, cfg: PipelineConfig, t: TableConfig, replace: bool
             cfg.pipeline, t.target, t.topic, batch, done["horizon"], done["rows"],
             _snapshot_id(spark, n.target), done["run_id"], process_owner(), {}))
         spark.sql(f"DROP TABLE IF EXISTS {staging_name(cfg, t)} PURGE")
-        return _summary(t, "recovered", done["rows"], done["lsn"], done["horizon"], done["batch_id"],
+        where_at = done.get("source_position") or {"lsn": format_lsn(int(done["lsn"])), "lsn_number": int(done["lsn"])}
+        return _summary(t, "recovered", done["rows"], where_at, done["horizon"], done["batch_id"],
                         {"total": time.monotonic() - started})
     if exists(spark, n.target) and not replace and not is_empty(spark, n.target):
         raise TerminalError(f"{where}: the target is not empty; rerun with --replace to replace its rows with the "
@@ -198,22 +202,22 @@ def run_bootstrap(spark: Any, cfg: PipelineConfig, t: TableConfig, replace: bool
     soft = t.delete_mode == "soft"
     stage = staging_name(cfg, t)
     t0 = time.monotonic()
-    with PostgresSnapshot(b, t.target) as snap:
+    ordering = ordering_columns(b)
+    with open_source(spark, b, t.target) as snap:
         seconds["snapshot"] = time.monotonic() - t0
         checkpoint("bootstrap_after_snapshot")
         plan = plan_columns(snap, t, b, f"{cfg.source_path}: table {t.target}")
         seconds["connector_wait"] = snap.wait_for_connector()
         t0 = time.monotonic()
-        horizon, scanned = horizon_from_topic(cfg, t, plan.row_columns, Visibility.parse(snap.visibility),
-                                              cfg.batch.read_timeout_seconds)
+        horizon, scanned = snap.horizon(cfg, t, plan.row_columns, cfg.batch.read_timeout_seconds)
         seconds["horizon"] = time.monotonic() - t0
         t0 = time.monotonic()
         spark.sql(f"DROP TABLE IF EXISTS {stage} PURGE")  # a crashed run's leftovers
-        ensure_target(spark, stage, plan.row_columns, plan.key, POSTGRES_COMMIT_ORDERING, soft)
-        df = with_meta(read_source(spark, snap, b, plan), horizon or NO_HORIZON, batch_id,
+        ensure_target(spark, stage, plan.row_columns, plan.key, ordering, soft)
+        df = with_meta(read_source(spark, snap, b, plan), ordering, horizon or NO_HORIZON, batch_id,
                        int(time.time() * 1000), soft)
-        df.writeTo(stage).append()  # the JDBC read happens here, inside the snapshot
-        lsn = snap.lsn
+        df.writeTo(stage).append()  # the JDBC read happens here, inside the snapshot (MySQL: under the lock)
+        at = snap.position_info()
         seconds["read_stage"] = time.monotonic() - t0
     checkpoint("bootstrap_after_stage")
     rows = int(spark.table(stage).count())
@@ -221,10 +225,10 @@ def run_bootstrap(spark: Any, cfg: PipelineConfig, t: TableConfig, replace: bool
         raise ConcurrentRunError(f"{where}: an ingest batch ran while the table was being read; the target was not "
                                  "changed. Rerun the bootstrap when no ingest run is active")
     t0 = time.monotonic()
-    ensure_target(spark, n.target, plan.row_columns, plan.key, POSTGRES_COMMIT_ORDERING, soft,
+    ensure_target(spark, n.target, plan.row_columns, plan.key, ordering, soft,
                   getattr(t, "layout", None))
     info = {"run_id": run_id, "batch_id": batch_id, "horizon": list(horizon) if horizon else None, "rows": rows,
-            "lsn": lsn, "scanned": scanned}
+            "source_position": at, "scanned": scanned, **({"lsn": at["lsn_number"]} if "lsn_number" in at else {})}
     swap(spark, stage, n.target, json.dumps(info), cfg.pipeline, batch_id)
     seconds["swap"] = time.monotonic() - t0
     checkpoint("bootstrap_after_swap")
@@ -232,7 +236,7 @@ def run_bootstrap(spark: Any, cfg: PipelineConfig, t: TableConfig, replace: bool
                                                     _snapshot_id(spark, n.target), run_id, process_owner(), seconds))
     spark.sql(f"DROP TABLE IF EXISTS {stage} PURGE")
     seconds["total"] = time.monotonic() - started
-    return _summary(t, "bootstrapped", rows, lsn, horizon, batch_id, seconds, scanned)
+    return _summary(t, "bootstrapped", rows, at, horizon, batch_id, seconds, scanned)
 
 
 def swap(spark: Any, stage: str, target: str, info: str, pipeline: str, batch_id: int) -> None:
@@ -258,13 +262,10 @@ def _snapshot_id(spark: Any, target: str) -> int | None:
     return current_snapshot(spark, target)
 
 
-def format_lsn(lsn: int) -> str:
-    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
-
-
-def _summary(t: TableConfig, status: str, rows: int, lsn: int, horizon: Any, batch_id: int,
+def _summary(t: TableConfig, status: str, rows: int, at: dict[str, Any], horizon: Any, batch_id: int,
              seconds: dict[str, float], scanned: int = 0) -> dict[str, Any]:
+    """``at``: the source's own position (PostgreSQL ``lsn``/``lsn_number``; MySQL ``binlog_file``/``binlog_pos``)."""
     return {"table": t.target, "topic": t.topic, "status": status, "rows": int(rows), "batch_id": int(batch_id),
-            "source_position": {"lsn": format_lsn(int(lsn)), "lsn_number": int(lsn),
-                                "horizon": list(horizon) if horizon else None, "topic_events_scanned": int(scanned)},
+            "source_position": {**at, "horizon": list(horizon) if horizon else None,
+                                "topic_events_scanned": int(scanned)},
             "seconds": {k: round(v, 3) for k, v in seconds.items()}}

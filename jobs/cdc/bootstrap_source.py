@@ -10,6 +10,10 @@ statements and the read run in one transaction). The exporting transaction must 
 started: use the object as a context manager around the whole read.
 
 Credentials are passed to psycopg as separate arguments and never appear in messages.
+
+Every source (this one; MySQL/MariaDB: ``cdc.bootstrap_mysql.MySQLTableLock``) answers what ``cdc.bootstrap`` asks:
+``column_reads``, ``column_types``, ``integer_columns``, ``primary_key``, ``bounds``, ``jdbc_options``,
+``wait_for_connector``, ``horizon``, ``position_info`` and ``ordering_kind``; ``open_source`` picks one by URL.
 """
 
 from __future__ import annotations
@@ -20,10 +24,21 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from cdc.bootstrap_config import BootstrapConfig
-from cdc.bootstrap_types import lsn_to_int, quote_pg
+from cdc.bootstrap_types import ColumnRead, column_read, lsn_to_int, quote_pg
 from cdc.errors import ConfigError, RetryableError, TerminalError
 
 APPLICATION_NAME = "cdc-bootstrap"
+DRIVER = "org.postgresql.Driver"
+INTEGER_TYPES = ("smallint", "integer", "bigint")
+
+
+def open_source(spark: Any, cfg: BootstrapConfig, target: str) -> Any:
+    """The source of a bootstrap, by ``jdbc_url`` (a context manager holding the consistent read open)."""
+    if cfg.is_mysql:
+        from cdc.bootstrap_mysql import MySQLTableLock
+
+        return MySQLTableLock(spark, cfg, target)
+    return PostgresSnapshot(cfg, target)
 
 
 def conninfo(jdbc_url: str, user: str = "", password: str = "") -> dict[str, Any]:
@@ -76,6 +91,8 @@ class SourceColumn:
 
 class PostgresSnapshot:
     """An open, exported REPEATABLE READ snapshot of the source database (a context manager)."""
+
+    ordering_kind = "postgresql"
 
     def __init__(self, cfg: BootstrapConfig, target: str):
         self.cfg, self.target = cfg, target
@@ -173,10 +190,37 @@ class PostgresSnapshot:
                         "Retry later")
                 time.sleep(sleep)
 
+    def column_reads(self) -> list[ColumnRead]:
+        return [column_read(c.name, c.pg_type, c.kind, self.cfg.source_table) for c in self.columns()]
+
+    def column_types(self) -> dict[str, str]:
+        return {c.name: c.pg_type for c in self.columns()}
+
+    def integer_columns(self) -> set[str]:
+        return {c.name for c in self.columns() if c.pg_type in INTEGER_TYPES}
+
+    def jdbc_options(self, selects: list[str]) -> dict[str, str]:
+        return {"url": self.cfg.jdbc_url, "driver": DRIVER,
+                "dbtable": f"(SELECT {', '.join(selects)} FROM {qualified(self.cfg.source_table)}) AS cdc_bootstrap",
+                "sessionInitStatement": session_init(self.snapshot_id)}
+
+    def horizon(self, pipeline: Any, table: Any, columns: Any, timeout: float) -> tuple[tuple[int, ...] | None, int]:
+        """The newest position among the topic's changes this snapshot saw (``cdc.bootstrap_horizon``)."""
+        from cdc.bootstrap_horizon import Visibility, horizon_from_topic
+
+        return horizon_from_topic(pipeline, table, columns, Visibility.parse(self.visibility), timeout)
+
+    def position_info(self) -> dict[str, Any]:
+        return {"lsn": format_lsn(self.lsn), "lsn_number": int(self.lsn)}
+
     def bounds(self, column: str) -> tuple[int | None, int | None]:
         row = self.query(f"SELECT min({quote_pg(column)})::bigint, max({quote_pg(column)})::bigint "
                          f"FROM {qualified(self.cfg.source_table)}")[0]
         return row[0], row[1]
+
+
+def format_lsn(lsn: int) -> str:
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
 def _first_line(exc: BaseException) -> str:

@@ -159,6 +159,9 @@ def _spark_sql(t: pa.DataType) -> str:
     return spark_type(t).simpleString()
 
 
+spark_sql = _spark_sql  # Spark SQL type name of an Arrow type (also cdc.bootstrap_mysql)
+
+
 def lsn_to_int(text: str) -> int:
     """``16/B374D848`` (pg_lsn text) → 0x16B374D848, the number Debezium puts in ``source.lsn``."""
     hi, _, lo = text.strip().partition("/")

@@ -11,6 +11,9 @@ Pure (standard library only), so the session factory, the Airflow side, the Dock
   orphan-file removal there) and for the Glue catalog. The bundled offline jar has no AWS SDK.
 * the PostgreSQL JDBC driver for a ``jdbc`` catalog whose ``uri`` is ``jdbc:postgresql:…``. Locally the driver is a
   file: ``CDC_POSTGRES_JDBC_JAR``, else Debian's ``/usr/share/java/postgresql.jar`` (``libpostgresql-jdbc-java``).
+* MariaDB Connector/J for a bootstrap from a MySQL/MariaDB source (``jdbc:mysql:…`` / ``jdbc:mariadb:…``; it serves
+  both servers). Locally: ``CDC_MARIADB_JDBC_JAR``, else Debian's ``/usr/share/java/mariadb-java-client.jar``
+  (``libmariadb-java``, 2.7.6: the version the tests run; 3.x refuses ``jdbc:mysql:`` URLs by default).
 
 Which jars a session gets (``jar_conf``): the user's ``spark.jars`` / ``spark.jars.packages`` always win; otherwise
 ``CDC_JARS`` decides: ``bundled`` (local jar files, offline: the Iceberg runtime jar from the
@@ -33,11 +36,13 @@ from typing import Any, Mapping, Sequence
 ICEBERG_VERSION = "1.10.2"
 SPARK_SCALA = "3.5_2.12"  # pyspark 3.5.x, Scala 2.12
 POSTGRESQL_JDBC_VERSION = "42.7.4"
+MARIADB_JDBC_VERSION = "2.7.6"
 
 ICEBERG_SPARK_RUNTIME = f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_SCALA}:{ICEBERG_VERSION}"
 ICEBERG_AWS_BUNDLE = f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}"
 POSTGRESQL_JDBC = f"org.postgresql:postgresql:{POSTGRESQL_JDBC_VERSION}"
-ALL = (ICEBERG_SPARK_RUNTIME, ICEBERG_AWS_BUNDLE, POSTGRESQL_JDBC)
+MARIADB_JDBC = f"org.mariadb.jdbc:mariadb-java-client:{MARIADB_JDBC_VERSION}"
+ALL = (ICEBERG_SPARK_RUNTIME, ICEBERG_AWS_BUNDLE, POSTGRESQL_JDBC, MARIADB_JDBC)
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 
 BUNDLED_JAR_GLOB = f"iceberg-spark-runtime-{SPARK_SCALA}-*.jar"
@@ -46,6 +51,8 @@ MODES = ("auto", "bundled", "packages")
 USER_KEYS = ("spark.jars", "spark.jars.packages")
 POSTGRESQL_JAR_ENV = "CDC_POSTGRES_JDBC_JAR"
 POSTGRESQL_JAR_DEFAULT = "/usr/share/java/postgresql.jar"  # Debian: libpostgresql-jdbc-java
+MARIADB_JAR_ENV = "CDC_MARIADB_JDBC_JAR"
+MARIADB_JAR_DEFAULT = "/usr/share/java/mariadb-java-client.jar"  # Debian: libmariadb-java
 
 
 def needed(catalog_type: str, warehouse: str | None, properties: Mapping[str, str]) -> tuple[str, ...]:
@@ -76,10 +83,16 @@ def postgresql_jar(env: Mapping[str, str] | None = None) -> str | None:
     return path if os.path.isfile(path) else None
 
 
+def mariadb_jar(env: Mapping[str, str] | None = None) -> str | None:
+    """The local MariaDB Connector/J file (``CDC_MARIADB_JDBC_JAR``, else Debian's), or None when absent."""
+    path = (os.environ if env is None else env).get(MARIADB_JAR_ENV) or MARIADB_JAR_DEFAULT
+    return path if os.path.isfile(path) else None
+
+
 def local_files(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """Coordinate → a jar file on this machine that provides it, for offline local sessions (besides the runtime)."""
-    pg = postgresql_jar(env)
-    return {POSTGRESQL_JDBC: pg} if pg else {}
+    found = {POSTGRESQL_JDBC: postgresql_jar(env), MARIADB_JDBC: mariadb_jar(env)}
+    return {c: f for c, f in found.items() if f}
 
 
 def choose_mode(mode: str, local: bool, coords: Sequence[str], have_bundled: bool) -> str:
@@ -110,14 +123,15 @@ def jar_conf(user: Mapping[str, str], coords: Sequence[str], local: bool, mode: 
 
 
 def for_config(cfg: Any) -> tuple[str, ...]:
-    """Coordinates a ``PipelineConfig`` needs (the catalog's; plus the PostgreSQL driver when a table has a
-    ``bootstrap`` section reading a PostgreSQL source, ``jobs/bootstrap.py``)."""
+    """Coordinates a ``PipelineConfig`` needs (the catalog's; plus the PostgreSQL / MariaDB driver when a table has
+    a ``bootstrap`` section reading such a source, ``jobs/bootstrap.py``)."""
     c = cfg.catalog
     out = needed(c.type, c.warehouse, c.properties)
-    sources = [getattr(t, "bootstrap", None) for t in getattr(cfg, "tables", ())]
-    if POSTGRESQL_JDBC not in out and any(b is not None and b.jdbc_url.startswith("jdbc:postgresql:")
-                                          for b in sources):
+    urls = [b.jdbc_url for b in (getattr(t, "bootstrap", None) for t in getattr(cfg, "tables", ())) if b is not None]
+    if POSTGRESQL_JDBC not in out and any(u.startswith("jdbc:postgresql:") for u in urls):
         out = (*out, POSTGRESQL_JDBC)
+    if any(u.startswith(("jdbc:mysql:", "jdbc:mariadb:")) for u in urls):
+        out = (*out, MARIADB_JDBC)
     return out
 
 

@@ -42,7 +42,7 @@ def test_config_defaults_env_secrets_and_repr() -> None:
 
 @pytest.mark.parametrize("raw, key", [
     ({"source_table": "t"}, "bootstrap.jdbc_url"),
-    ({"jdbc_url": "jdbc:mysql://h/db", "source_table": "t"}, "bootstrap.jdbc_url"),
+    ({"jdbc_url": "jdbc:oracle:thin:@h:1521/db", "source_table": "t"}, "bootstrap.jdbc_url"),
     ({"jdbc_url": "jdbc:postgresql://h/db"}, "bootstrap.source_table"),
     ({"jdbc_url": "jdbc:postgresql://h/db", "source_table": "a b"}, "bootstrap.source_table"),
     ({"jdbc_url": "jdbc:postgresql://h/db", "source_table": "t", "fetch_size": 0}, "bootstrap.fetch_size"),
