@@ -69,3 +69,18 @@ def postgres():
     pg = LocalPostgres().start()  # its own temp dir: pytest's are root-only, and the server may run as postgres
     yield pg
     pg.stop()
+
+
+@pytest.fixture(scope="session")
+def mariadb():
+    """A real MariaDB server (Debian's mariadb-server, binlog on, installed by .ci/run) on a free loopback port.
+
+    Tests that need their own database call ``mariadb.create_database(unique("db"))``.
+    """
+    from devtools.mariadb import INSTALL_HINT, LocalMariaDB, available
+
+    if not available():
+        pytest.skip(f"MariaDB server, client or JDBC driver missing: {INSTALL_HINT}")
+    db = LocalMariaDB().start()
+    yield db
+    db.stop()
