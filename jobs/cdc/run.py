@@ -211,10 +211,12 @@ class TableRun:
             check_dead_letter_ratio(self.t.target, counts, self.t.max_dead_letter_ratio, self.names.dead_letters,
                                     batch_id)
             if mode == "incremental":  # before anything is merged: a failover must not skip changes silently
-                regression.check(self.t.target, self.t.topic, ordering.kind, ordering.epoch,
-                                 {p: c.max_position for p, c in counts.items()},
-                                 self.positions if self.positions is not None
-                                 else self.ledger.committed_positions(self.t.target, self.t.topic))
+                settled = self.settle_regressions(batch_id, ordering, counts)
+                if settled != ordering:  # a raised ordering_epoch starts where positions fell: stage again
+                    ordering, spec = settled, replace(spec, ordering=settled)
+                    stage(self.spark, spec, chunks, self.names)
+                    stats = batch_stats(self.spark, self.names.staging, batch_id, ordering.columns)
+                    counts = stats.partitions
         checkpoint("after_stage")
         with phase(result, "ledger"):
             zero = PartitionCounts(0, 0, 0, 0)
@@ -227,6 +229,22 @@ class TableRun:
         result.events_skipped = sum(c.events_skipped for c in counts.values())
         result.dead_letters = sum(c.dead_letters for c in counts.values())
         self.merge_and_commit(result, batch_id, row_cols, key, ordering, stats)
+
+    def settle_regressions(self, batch_id: int, ordering: Ordering, counts: dict[int, PartitionCounts]) -> Ordering:
+        """``cdc.regression``: the ordering with a pending epoch started where positions fell far back, or
+        ``PositionRegression`` when they fell and no raised epoch waits for it."""
+        previous = self.positions if self.positions is not None \
+            else self.ledger.committed_positions(self.t.target, self.t.topic)
+        hi = regression.highest({p: c.max_position for p, c in counts.items()}, previous, len(ordering.columns))
+        lead = 0 if ordering.epochs is None else 1
+        if not regression.could_fall(ordering.kind, lead, hi, {p: c.min_columns for p, c in counts.items()}):
+            return ordering  # the usual case: no query
+        sql = regression.first_far_back_sql(self.names.staging, batch_id, ordering.kind, ordering.columns, lead, hi)
+        if sql is None:
+            return ordering
+        found = {int(r["p"]): (int(r["first"]["o"]), tuple(int(v) for v in r["first"]["pos"]))
+                 for r in self.spark.sql(sql).collect()}
+        return regression.settle(self.t.target, self.t.topic, ordering, found, hi)
 
     def unbound_columns(self, batch_id: int, decoder: Any, row_cols: list[Column]) -> list[Column] | None:
         """The row columns widened with the columns of staged ``UnboundColumns`` records (one record per distinct
@@ -356,7 +374,9 @@ class TableRun:
                 f"{self.cfg.source_path}: table {self.t.target}: ordering_epoch {self.t.ordering_epoch} is below the "
                 f"epoch {held.epoch} the table already holds; changes would be ignored as older. Set ordering_epoch "
                 f"to {held.epoch} or higher")
-        return held.with_epoch(self.t.ordering_epoch, {r.partition: r.start for r in ranges})
+        # a new epoch waits, in every partition that holds changes, for the first one whose position falls far back
+        known = set(self.positions or ()) | {r.partition for r in ranges}
+        return held.with_epoch(self.t.ordering_epoch, dict.fromkeys(sorted(known), regression.PENDING))
 
     def source_ordering(self, decoder: Any, samples: list[tuple[bytes | None, bytes | None]],
                         target_names: list[str]) -> Ordering:

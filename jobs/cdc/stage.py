@@ -26,6 +26,7 @@ class PartitionCounts:
     events_skipped: int
     dead_letters: int
     max_position: tuple[int, ...] | None = None  # newest source position among the partition's change events
+    min_columns: tuple[int | None, ...] | None = None  # each ordering column's lowest value among them (cdc.regression)
 
 
 def stage(spark: Any, spec: ReadSpec, chunks: Sequence[Chunk], names: TableNames) -> None:
@@ -83,13 +84,15 @@ def batch_stats(spark: Any, staging: str, batch_id: int, ordering: Sequence[str]
         f"SELECT __partition AS p, count(*) AS n, sum(IF(__kind IN ({skipped}), 1, 0)) AS s, "
         f"sum(IF(__kind = 'error', 1, 0)) AS e, array_distinct(flatten(collect_list(__unavailable))) AS u, "
         f"max(IF(__kind = 'change' AND __op = 't', {position}, NULL)) AS t, "
-        f"max(IF(__kind = 'change', {position}, NULL)) AS m "
+        f"max(IF(__kind = 'change', {position}, NULL)) AS m, "
+        f"array({', '.join(f'min(IF(__kind = {chr(39)}change{chr(39)}, CAST({q(c)} AS BIGINT), NULL))' for c in ordering)}) AS lo "
         f"FROM {staging} WHERE batch_id = {int(batch_id)} GROUP BY __partition"
     ).collect()
     truncates = [tuple(int(v) for v in r["t"]) for r in rows if r["t"] is not None]
     return BatchStats(
         partitions={int(r["p"]): PartitionCounts(int(r["p"]), int(r["n"]), int(r["s"]), int(r["e"]),
-                                                 tuple(int(v) for v in r["m"]) if r["m"] is not None else None)
+                                                 tuple(int(v) for v in r["m"]) if r["m"] is not None else None,
+                                                 tuple(None if v is None else int(v) for v in r["lo"]))
                     for r in rows},
         toast_columns=tuple(sorted({c for r in rows for c in (r["u"] or [])})),
         truncate=max(truncates) if truncates else None,

@@ -338,6 +338,40 @@ def test_scenario_05_a_failover_is_refused_until_the_ordering_epoch_is_raised(ma
     assert p.rows() == {1: ("after failover", None)}
 
 
+def test_scenario_05_a_failover_inside_a_batch_is_refused_and_the_epoch_starts_where_positions_fell(make_pipe):
+    """One batch holds the last changes before a failover and the first after it: its newest position is not below
+    what was committed, so comparing only the batch's newest position let the post-failover changes lose silently."""
+    from dataclasses import replace
+
+    from cdc.errors import PositionRegression
+
+    f12, f1 = "mysql-bin.000012", "mysql-bin.000001"
+    p = make_pipe(partitions=2)
+    p.send(mysql("c", 1, row(1, "a"), f12, 900), mysql("c", 3, row(3, "c"), f12, 910))
+    p.send(mysql("c", 2, row(2, "b"), f12, 950), partition=1)
+    p.run()
+    p.send(mysql("u", 1, row(1, "before failover"), f12, 1000),  # offset 2
+           mysql("u", 1, row(1, "after failover"), f1, 4),  # offset 3: positions restart at .000001
+           mysql("u", 3, row(3, "after failover"), f1, 40))
+    p.send(mysql("u", 2, row(2, "before failover"), f12, 1100), partition=1)  # partition 1 is not there yet
+    with pytest.raises(PositionRegression) as err:
+        p.run()
+    msg = str(err.value)
+    assert p.topic in msg and "partition 0" in msg and "offset 3" in msg and "ordering_epoch" in msg
+    assert p.rows() == {1: ("a", None), 2: ("b", None), 3: ("c", None)}  # nothing merged
+    p.cfg = replace(p.cfg, tables=(replace(p.table, ordering_epoch=1),))  # the documented way on
+    assert p.run()["status"] == "committed"
+    assert p.rows() == {1: ("after failover", None), 2: ("before failover", None), 3: ("after failover", None)}
+    # partition 1's first change after the failover comes in a later batch: the new epoch starts there
+    p.send(mysql("u", 2, row(2, "after failover"), f1, 80), partition=1)
+    p.run()
+    final = {1: ("after failover", None), 2: ("after failover", None), 3: ("after failover", None)}
+    assert p.rows() == final
+    assert p.rows("__ordering_epoch") == {1: (1,), 2: (1,), 3: (1,)}
+    p.run(mode="backfill", bounds=_bounds(p.topic, start={0: 0, 1: 0}))  # a replay of everything changes nothing
+    assert p.rows() == final
+
+
 # ---- scenario 6: compacted topics ----------------------------------------------------------------------------------
 
 def test_scenario_06_on_a_compacted_topic_a_kafka_tombstone_deletes_its_key(make_pipe):

@@ -89,23 +89,76 @@ def test_ordering_epochs_follow_the_kafka_offsets_where_each_epoch_started():
     assert Ordering("mysql").position(src, None, "u", 0, 5) == (1, 4, 0)  # no epoch column
 
 
-def test_scenario_05_position_regressions_are_detected_far_below_only():
-    from cdc.errors import PositionRegression
-    from cdc.regression import check
+def _far_back(kind, lead, hi, pos, partition=0):
+    """Evaluate ``cdc.regression.far_back_sql`` on one staged record (sqlite reads Spark's backtick quoting)."""
+    import sqlite3
 
-    before = {0: (12, 900, 0)}
-    check("t", "x", "mysql", None, {0: (11, 50, 0)}, before)  # a restart redelivers from the previous file: fine
-    check("t", "x", "mysql", None, {0: (1, 50, 0)}, {0: (3, 9, 0)})  # young log, small files: not "far"
-    check("t", "x", "mysql", None, {0: (20, 50, 0)}, {0: (30, 9, 0)})  # not down to half
-    check("t", "x", "postgresql", None, {0: (10, 10)}, {0: (30, 30)})  # tiny LSNs: a redelivery, not a new cluster
-    with pytest.raises(PositionRegression, match="partition 0.*ordering_epoch to 1"):
-        check("t", "x", "mysql", None, {0: (1, 4, 0)}, before)  # RESET MASTER
-    check("t", "x", "mysql", 1, {0: (1, 1, 4, 0)}, {0: (12, 900, 0)})  # the new epoch: newer whatever the position
-    pg = {0: (7_000_000_000, 7_000_000_100)}
-    check("t", "x", "postgresql", None, {0: (6_999_000_000, 6_999_000_500)}, pg)  # redelivery
-    with pytest.raises(PositionRegression):
-        check("t", "x", "postgresql", None, {0: (22_000_000, 22_000_100)}, pg)  # a new cluster
-    check("t", "x", "explicit", None, {0: (1,)}, {0: (99,)})  # unknown meaning: not checked
+    from cdc.ordering import Ordering
+    from cdc.regression import far_back_sql
+
+    cols = Ordering(kind, epochs=((0, ()),) if lead else None).columns
+    pred = far_back_sql(kind, cols, lead, {partition: hi})
+    if pred is None:
+        return False
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE s (__partition, " + ", ".join(f"`{c}`" for c in cols) + ")")
+    db.execute(f"INSERT INTO s VALUES ({', '.join('?' * (len(cols) + 1))})", (partition, *pos))
+    return db.execute(f"SELECT count(*) FROM s WHERE {pred}").fetchone()[0] == 1
+
+
+def test_scenario_05_position_regressions_are_detected_far_below_only():
+    before = (12, 900, 0)
+    assert not _far_back("mysql", 0, before, (11, 50, 0))  # a restart redelivers from the previous file: fine
+    assert not _far_back("mysql", 0, (3, 9, 0), (1, 50, 0))  # young log, small files: not "far"
+    assert not _far_back("mysql", 0, (30, 9, 0), (20, 50, 0))  # not down to half
+    assert not _far_back("postgresql", 0, (30, 30), (10, 10))  # tiny LSNs: a redelivery, not a new cluster
+    assert _far_back("mysql", 0, before, (1, 4, 0))  # RESET MASTER
+    assert not _far_back("mysql", 1, (0, 12, 900, 0), (1, 1, 4, 0))  # the new epoch: newer whatever the position
+    assert _far_back("mysql", 1, (1, 12, 900, 0), (1, 1, 4, 0))  # a second failover within an epoch
+    pg = (7_000_000_000, 7_000_000_100)
+    assert not _far_back("postgresql", 0, pg, (6_999_000_000, 6_999_000_500))  # redelivery
+    assert _far_back("postgresql", 0, pg, (22_000_000, 22_000_100))  # a new cluster
+    assert not _far_back("explicit", 0, (99,), (1,))  # unknown meaning: not checked
+
+
+@pytest.mark.parametrize("kind", ["mysql", "postgresql"])
+def test_scenario_05_the_cheap_pre_check_never_misses_what_the_sql_finds(kind):
+    import random
+
+    from cdc.regression import could_fall
+
+    rng = random.Random(5)
+    for _ in range(400):
+        top = (rng.randint(1, 40), rng.randint(0, 10**4), 0) if kind == "mysql" else \
+            (rng.randint(0, 1 << 34), rng.randint(0, 1 << 34))
+        pos = tuple(rng.randint(0, v + 5) for v in top)
+        sql_says = _far_back(kind, 0, top, pos)
+        assert could_fall(kind, 0, {0: top}, {0: pos}) == sql_says, (top, pos)
+
+
+def test_scenario_05_highest_position_is_the_committed_or_the_batchs_newest():
+    from cdc.regression import highest
+
+    assert highest({0: (12, 5, 0), 1: None}, {0: (11, 9, 0), 1: (3, 1, 0), 2: (4, 4, 0)}, 3) == \
+        {0: (12, 5, 0), 1: (3, 1, 0), 2: (4, 4, 0)}
+    assert highest({0: (0, 1, 2, 0)}, {0: (12, 900, 0)}, 4) == {0: (0, 12, 900, 0)}  # pre-epoch ledger rows: epoch 0
+
+
+def test_scenario_05_a_raised_epoch_starts_where_positions_fell_else_the_batch_is_refused():
+    from cdc.errors import PositionRegression
+    from cdc.ordering import Ordering
+    from cdc.regression import PENDING, settle
+
+    hi = {0: (0, 12, 1000, 0), 1: (0, 12, 1100, 0)}
+    raised = Ordering("mysql").with_epoch(1, {0: PENDING, 1: PENDING})
+    got = settle("t", "x", raised, {0: (3, (0, 1, 4, 0))}, hi)
+    assert got.epochs == ((1, ((0, 3), (1, PENDING))),)  # partition 1 has not shown the fall yet: still waiting
+    assert [got.epoch_of(0, o) for o in (2, 3, 4)] == [0, 1, 1] and got.epoch_of(1, 10**9) == 0
+    assert settle("t", "x", got, {}, hi) is got
+    with pytest.raises(PositionRegression, match="partition 0 offset 3.*ordering_epoch to 1"):
+        settle("t", "x", Ordering("mysql"), {0: (3, (1, 4, 0))}, {0: (12, 1000, 0)})
+    with pytest.raises(PositionRegression, match="ordering_epoch to 2"):  # a second failover: raise it again
+        settle("t", "x", got, {0: (9, (1, 1, 4, 0))}, {0: (1, 12, 1000, 0)})
 
 
 # ---- connectors beyond PostgreSQL and MySQL ----------------------------------------------------------------------
