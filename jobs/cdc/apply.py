@@ -45,7 +45,7 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
     check_mode(spark, names.target, write_mode)
     if write_mode != "upsert":  # append (changelog) / scd2 (history): cdc.modes
         return apply_mode(spark, names, batch_id, row_columns, key, ordering, write_mode, track_columns, stats, epochs,
-                          layout)
+                          layout, compacted)
     soft = delete_mode == "soft"
     key_cols = [c for c in row_columns if c.name in key]
     ensure_target(spark, names.target, row_columns, key, ordering, soft, layout)
@@ -97,10 +97,11 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
 def apply_mode(spark: Any, names: TableNames, batch_id: int, row_columns: Sequence[Column], key: Sequence[str],
                ordering: Sequence[str], write_mode: str, track_columns: Sequence[str], stats: BatchStats,
                epochs: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] | None,
-               layout: TableLayout | None = None) -> ApplyResult:
+               layout: TableLayout | None = None, compacted: bool = False) -> ApplyResult:
     spec = ModeSpec(target=names.target, staging=names.staging, batch_id=batch_id, key=tuple(key),
                     columns=tuple(c.name for c in row_columns), ordering=tuple(ordering),
-                    toast_columns=stats.toast_columns, log=names.changes, track_columns=tuple(track_columns))
+                    toast_columns=stats.toast_columns, log=names.changes, track_columns=tuple(track_columns),
+                    compacted=compacted and bool(key))
     point = lambda p: checkpoint(p)  # noqa: E731 - looked up per call (tests replace cdc.apply.checkpoint)
     if write_mode == "append":
         counts = apply_append(spark, spec, row_columns, point, layout)

@@ -8,19 +8,59 @@ counterpart of ``ChangeEventGenerator.expected_rows`` for the upsert mirror), an
   version (closing the open one) unless ``track_columns`` are given and an update changes none of them (then its
   values replace the open version's); d and t close the open version.
 
+On a compacted topic (``compacted=True``) each Kafka tombstone also stands for a delete (``compacted_deletes``):
+at the greatest position of its key's changes before it in its partition, with the key and NULLs as its row image and
+that change's ``source.ts_ms`` as its time, unless a real ``d`` of the key at a newer-or-equal position exists.
+
 Both are built in plain Python from the records, independently of the job's SQL.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from devtools.debezium import TOAST_PLACEHOLDER
 
 
-def _distinct(records: Sequence[Any]) -> list[Any]:
-    """Change records (no tombstones), one per (key, position, op), first delivery kept, in position order."""
+@dataclass(frozen=True)
+class CompactedDelete:
+    """The delete a Kafka tombstone stands for on a compacted topic (its own ``d`` event may be gone)."""
+
+    key: dict[str, Any]
+    position: tuple[int, ...]
+    value: dict[str, Any]  # {"op": "d", "source": {"ts_ms": ...}}: the time of the change it followed
+    op: str = "d"
+
+
+def compacted_deletes(records: Sequence[Any], pk: str) -> list[CompactedDelete]:
+    """Per tombstone (records are in Kafka order within each partition): the greatest position among its key's
+    changes before it in its partition (none: ignored); one per key and position; none where a real ``d`` of the
+    key at a newer-or-equal position exists."""
+    newest: dict[tuple[int, Any], Any] = {}  # (partition, key) -> the change at the greatest position so far
+    found: dict[tuple[Any, tuple[int, ...]], Any] = {}
+    real: dict[Any, tuple[int, ...]] = {}  # key -> greatest position of a real d
+    for r in records:
+        k = None if r.key is None else r.key.get(pk)
+        if k is None:
+            continue
+        if r.value is None:
+            base = newest.get((r.partition, k))
+            if base is not None:
+                found.setdefault((k, base.position), base)
+        elif r.op in ("c", "r", "u", "d"):
+            if (r.partition, k) not in newest or r.position > newest[(r.partition, k)].position:
+                newest[(r.partition, k)] = r
+            if r.op == "d":
+                real[k] = max(real.get(k, r.position), r.position)
+    return [CompactedDelete({pk: k}, pos, {"op": "d", "source": {"ts_ms": base.value["source"]["ts_ms"]}})
+            for (k, pos), base in found.items() if k not in real or real[k] < pos]
+
+
+def _distinct(records: Sequence[Any], pk: str = "", compacted: bool = False) -> list[Any]:
+    """Change records (no tombstones), one per (key, position, op), first delivery kept, in position order; with
+    ``compacted`` the tombstones' deletes too (each after the change at its position)."""
     seen, out = set(), []
     for r in records:
         if r.value is None or r.op not in ("c", "r", "u", "d", "t"):
@@ -29,16 +69,22 @@ def _distinct(records: Sequence[Any]) -> list[Any]:
         if ident not in seen:
             seen.add(ident)
             out.append(r)
-    return sorted(out, key=lambda r: r.position)
+    if compacted:
+        out += compacted_deletes(records, pk)
+    return sorted(out, key=lambda r: (r.position, isinstance(r, CompactedDelete)))
 
 
-def _filled(records: Sequence[Any], columns: Sequence[str], pk: str) -> list[tuple[Any, dict[str, Any] | None]]:
+def _filled(records: Sequence[Any], columns: Sequence[str], pk: str,
+            compacted: bool = False) -> list[tuple[Any, dict[str, Any] | None]]:
     """(record, row image) in position order; TOAST placeholders from the key's previous c/r/u."""
     last: dict[Any, dict[str, Any]] = {}
     out = []
-    for r in _distinct(records):
+    for r in _distinct(records, pk, compacted):
         if r.op == "t":
             out.append((r, None))
+            continue
+        if isinstance(r, CompactedDelete):
+            out.append((r, {c: r.key.get(c) for c in columns}))
             continue
         if r.op == "d":
             out.append((r, {c: r.value["before"].get(c) for c in columns}))
@@ -51,19 +97,19 @@ def _filled(records: Sequence[Any], columns: Sequence[str], pk: str) -> list[tup
     return out
 
 
-def expected_changelog(records: Sequence[Any], columns: Sequence[str], pk: str) -> Counter:
+def expected_changelog(records: Sequence[Any], columns: Sequence[str], pk: str, compacted: bool = False) -> Counter:
     """Counter of (op, key, position, row values) the append table must hold exactly."""
     out: Counter = Counter()
-    for r, image in _filled(records, columns, pk):
+    for r, image in _filled(records, columns, pk, compacted):
         values = tuple(None if image is None else _norm(image.get(c)) for c in columns)
         out[(r.op, None if image is None else image[pk], r.position, values)] += 1
     return out
 
 
 def expected_history(records: Sequence[Any], columns: Sequence[str], pk: str,
-                     track: Sequence[str] = ()) -> Counter:
+                     track: Sequence[str] = (), compacted: bool = False) -> Counter:
     """Counter of (key, row values, valid_from ms, valid_to ms, is_current, op, start position)."""
-    events = _filled(records, columns, pk)
+    events = _filled(records, columns, pk, compacted)
     truncates = [(r, None) for r, image in events if r.op == "t"]
     keys: dict[Any, list] = {}
     for r, image in events:
@@ -109,14 +155,14 @@ def table_position(row: dict[str, Any], have: set[str]) -> tuple[int, ...]:
 
 
 def compare_mode(rows: list[dict[str, Any]], have: set[str], table: str, mode: str, records: Sequence[Any],
-                 columns: Sequence[str], pk: str, track: Sequence[str] = ()) -> list[str]:
+                 columns: Sequence[str], pk: str, track: Sequence[str] = (), compacted: bool = False) -> list[str]:
     """Mismatches between an append / scd2 table's rows (read by ``harness._read``) and the oracle."""
     if mode == "append":
-        expected = expected_changelog(records, columns, pk)
+        expected = expected_changelog(records, columns, pk, compacted)
         got = Counter((r["__op"], r[pk], table_position(r, have), tuple(_norm(r.get(c)) for c in columns))
                       for r in rows)
     else:
-        expected = expected_history(records, columns, pk, track)
+        expected = expected_history(records, columns, pk, track, compacted)
 
         def ms(v: Any) -> Any:
             return None if v is None else v // 1000

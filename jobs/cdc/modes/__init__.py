@@ -32,3 +32,4 @@ class ModeSpec(Positioned):
     toast_columns: tuple[str, ...] = ()  # columns unavailable (TOAST placeholder) in some change
     log: str = ""  # scd2: the change log table
     track_columns: tuple[str, ...] = ()  # scd2: only changes of these open a version (empty: every update)
+    compacted: bool = False  # compacted topic: Kafka tombstones stand for deletes (cdc.modes.compacted)

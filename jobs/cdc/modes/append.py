@@ -19,6 +19,7 @@ from __future__ import annotations
 from cdc.layout import (BATCH_ID, EPOCH, INGESTED_AT, KAFKA_OFFSET, KAFKA_PARTITION, OFFSET, OP, PARTITION, SOURCE_TS_MS,
                         UNAVAILABLE)
 from cdc.modes import ModeSpec
+from cdc.modes.compacted import compacted_deletes_sql, is_compacted
 from cdc.sql import key_join, lit, q
 
 CHANGE_OPS = ("c", "u", "d", "r", "t")
@@ -29,8 +30,10 @@ def change_columns(spec: ModeSpec) -> tuple[str, ...]:
     return (*spec.columns, *spec.ordering, OP, PARTITION, OFFSET, SOURCE_TS_MS, UNAVAILABLE)
 
 
-def batch_changes_sql(spec: ModeSpec) -> str:
-    """The batch's change events, truncates included, one per identity (keyless: every record is its own)."""
+def batch_changes_sql(spec: ModeSpec, stored: str = "target") -> str:
+    """The batch's change events, truncates included, one per identity (keyless: every record is its own); on a
+    compacted topic also the deletes its Kafka tombstones stand for (``cdc.modes.compacted``; ``stored``: where the
+    mode keeps earlier changes, ``target`` for append, ``log`` for scd2)."""
     sel = ", ".join(q(c) for c in change_columns(spec))
     ops = ", ".join(lit(o) for o in CHANGE_OPS)
     base = (f"SELECT {sel} FROM {spec.staging} WHERE batch_id = {int(spec.batch_id)} AND __kind = 'change' "
@@ -38,6 +41,9 @@ def batch_changes_sql(spec: ModeSpec) -> str:
     if not spec.key:
         return base
     ident = ", ".join(q(c) for c in (*spec.key, *spec.ordering, OP))
+    if spec.compacted:
+        base = f"{base} UNION ALL {compacted_deletes_sql(spec, base, stored)}"
+        ident += f", {is_compacted('')}"
     return (f"SELECT {sel} FROM (SELECT *, row_number() OVER (PARTITION BY {ident} ORDER BY `__partition`, "
             f"`__offset`) AS `__rn` FROM ({base})) WHERE `__rn` = 1")
 
@@ -47,7 +53,10 @@ def identity_sql(spec: ModeSpec, t: str, s: str, t_staged: bool = False) -> str:
     part, off = (PARTITION, OFFSET) if t_staged else (KAFKA_PARTITION, KAFKA_OFFSET)
     if not spec.key:
         return f"{t}.{q(part)} = {s}.`__partition` AND {t}.{q(off)} = {s}.`__offset`"
-    return " AND ".join([*same_position(spec, t, s), f"{t}.`__op` = {s}.`__op`"])
+    same = [*same_position(spec, t, s), f"{t}.`__op` = {s}.`__op`"]
+    if spec.compacted:  # a compacted delete (cdc.modes.compacted) is never the same change as a real one
+        same.append(f"{is_compacted(t, part)} = {is_compacted(s, PARTITION)}")
+    return " AND ".join(same)
 
 
 def same_position(spec: ModeSpec, a: str, b: str) -> list[str]:
@@ -105,9 +114,14 @@ def insert_values(spec: ModeSpec) -> list[tuple[str, str]]:
         (KAFKA_OFFSET, "s.`__offset`"), (BATCH_ID, str(int(spec.batch_id))), (INGESTED_AT, "current_timestamp()")])
 
 
-def merge_sql(spec: ModeSpec, changes: str) -> str:
-    """Insert each change the table does not hold (idempotent; nothing is ever updated or deleted)."""
+def merge_sql(spec: ModeSpec, changes: str, voided: bool = False) -> str:
+    """Insert each change the table does not hold (idempotent; nothing is ever updated). With ``voided`` the
+    source rows carry ``__action``: ``insert``, or ``void`` for a compacted delete a real delete made void
+    (``cdc.modes.compacted.voided_sql``), which is removed."""
     pairs = insert_values(spec)
-    return (f"MERGE INTO {spec.target} t USING ({changes}) s ON {identity_sql(spec, 't', 's')} "
-            f"WHEN NOT MATCHED THEN INSERT ({', '.join(q(c) for c, _ in pairs)}) "
-            f"VALUES ({', '.join(v for _, v in pairs)})")
+    insert = (f"INSERT ({', '.join(q(c) for c, _ in pairs)}) VALUES ({', '.join(v for _, v in pairs)})")
+    if voided:
+        return (f"MERGE INTO {spec.target} t USING ({changes}) s ON {identity_sql(spec, 't', 's')} "
+                f"WHEN MATCHED AND s.`__action` = 'void' THEN DELETE "
+                f"WHEN NOT MATCHED AND s.`__action` = 'insert' THEN {insert}")
+    return f"MERGE INTO {spec.target} t USING ({changes}) s ON {identity_sql(spec, 't', 's')} WHEN NOT MATCHED THEN {insert}"

@@ -15,7 +15,7 @@ from cdc.decode.model import Column
 from cdc.errors import ConfigError
 from cdc.layout import (IS_CURRENT, OFFSET, OP, PARTITION, SOURCE_TS_MS, UNAVAILABLE, VALID_FROM, VALID_TO,
                         target_meta)
-from cdc.modes import WRITE_MODE_PROPERTY, ModeSpec, append, scd2
+from cdc.modes import WRITE_MODE_PROPERTY, ModeSpec, append, compacted, scd2
 
 Checkpoint = Callable[[str], None]
 
@@ -90,17 +90,22 @@ def apply_append(spark: Any, spec: ModeSpec, row: Sequence[Column], checkpoint: 
                  layout: Any = None) -> dict[str, int]:
     ensure_table(spark, spec.target, [*nullable(row), *target_meta(spec.ordering, soft=False)], "append", layout)
     changes = append.fill_toast_sql(spec, append.batch_changes_sql(spec))
-    new = spark.sql(append.new_changes_sql(spec, changes)).localCheckpoint()
-    inserted = new.count()
+    new = append.new_changes_sql(spec, changes)
+    if spec.compacted:  # compacted deletes a real delete of this batch makes void go (cdc.modes.compacted)
+        new = (f"SELECT *, 'insert' AS `__action` FROM ({new}) UNION ALL "
+               f"SELECT *, 'void' AS `__action` FROM ({compacted.voided_sql(spec, changes)})")
+    df = spark.sql(new).localCheckpoint()
+    counts = ({r["__action"]: int(r["count"]) for r in df.groupBy("__action").count().collect()} if spec.compacted
+              else {"insert": df.count()})
     checkpoint("after_classify")
-    view = _view(spark, new)
+    view = _view(spark, df)
     try:
-        if inserted:
-            spark.sql(append.merge_sql(spec, f"SELECT * FROM {view}"))
+        if any(counts.values()):
+            spark.sql(append.merge_sql(spec, f"SELECT * FROM {view}", voided=spec.compacted))
             checkpoint("after_merge")
     finally:
         spark.catalog.dropTempView(view)
-    return {"insert": inserted}
+    return {"insert": counts.get("insert", 0), "delete": counts.get("void", 0)}
 
 
 def apply_scd2(spark: Any, spec: ModeSpec, row: Sequence[Column], truncated: bool,
@@ -111,7 +116,7 @@ def apply_scd2(spark: Any, spec: ModeSpec, row: Sequence[Column], truncated: boo
                           f"(columns: {', '.join(spec.columns)}); fix track_columns in the pipeline YAML")
     ensure_table(spark, spec.target, scd2_columns(row, spec.ordering), "scd2", layout)
     ensure_table(spark, spec.log, log_columns(row, spec.ordering), None)
-    spark.sql(scd2.log_merge_sql(spec, append.batch_changes_sql(spec)))
+    spark.sql(scd2.log_merge_sql(spec, append.batch_changes_sql(spec, stored="log")))
     checkpoint("after_log")
     toast = spark.sql(f"SELECT array_distinct(flatten(collect_list({UNAVAILABLE}))) AS u FROM {spec.log} "
                       f"WHERE {UNAVAILABLE} IS NOT NULL").first()["u"] or []

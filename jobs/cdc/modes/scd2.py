@@ -28,6 +28,7 @@ from cdc.layout import (BATCH_ID, INGESTED_AT, IS_CURRENT, KAFKA_OFFSET, KAFKA_P
                         UNAVAILABLE, VALID_FROM, VALID_TO)
 from cdc.modes import ModeSpec
 from cdc.modes.append import carry_sql, change_columns, identity_sql, same_position
+from cdc.modes.compacted import live_events_sql, tombstones_sql
 from cdc.sql import key_join, lit, q
 
 OPENS = "('c', 'r', 'u')"  # ops that start a version
@@ -48,6 +49,8 @@ def touched_keys_sql(spec: ModeSpec, truncated: bool) -> str:
            f"AND __kind = 'change' AND __op IN {KEYED} AND {q(spec.key[0])} IS NOT NULL")
     if truncated:
         sql += f" UNION SELECT {keys} FROM {spec.target} WHERE {q(IS_CURRENT)}"
+    if spec.compacted:  # a Kafka tombstone may close its key's version (cdc.modes.compacted)
+        sql += f" UNION SELECT {keys} FROM ({tombstones_sql(spec)})"
     return sql
 
 
@@ -56,6 +59,8 @@ def events_sql(spec: ModeSpec, touched: str) -> str:
     cols = change_columns(spec)
     own = (f"SELECT {', '.join('l.' + q(c) for c in cols)} FROM {spec.log} l LEFT SEMI JOIN ({touched}) k "
            f"ON {key_join('l', 'k', spec.key)} WHERE l.`__op` IN {KEYED}")
+    if spec.compacted:  # compacted deletes a real delete at a newer-or-equal position makes void are left out
+        own = live_events_sql(spec, own)
     trunc = [f"k.{q(c)}" if c in spec.key else f"x.{q(c)}" for c in cols]
     truncates = (f"SELECT {', '.join(trunc)} FROM ({touched}) k CROSS JOIN "
                  f"(SELECT * FROM {spec.log} WHERE `__op` = 't') x")
