@@ -100,7 +100,8 @@ class LocalMariaDB:
             raise RuntimeError(f"mariadb-install-db failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
         args = [SERVER, *self._server_args(), "--log-bin=mysql-bin", "--binlog-format=ROW",
                 f"--server-id={self.server_id}", "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0",
-                "--innodb-buffer-pool-size=64M", "--skip-name-resolve", "--max-connections=200"]
+                "--innodb-buffer-pool-size=64M", "--skip-name-resolve", "--max-connections=200",
+                "--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci"]
         self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                       start_new_session=True)
         self._wait_ready()
@@ -152,7 +153,7 @@ class LocalMariaDB:
         (``None`` for NULL), in order."""
         client = _tool("mariadb", "mysql")
         argv = [client, "--no-defaults", f"--socket={self.socket}", "-uroot", "--batch", "--raw",
-                "--skip-column-names", *([database] if database else [])]
+                "--skip-column-names", "--default-character-set=utf8mb4", *([database] if database else [])]
         proc = subprocess.run(argv, input=sql, capture_output=True, text=True, check=False, timeout=300)
         if proc.returncode != 0:
             raise RuntimeError(f"mariadb: {proc.stderr.strip()}")

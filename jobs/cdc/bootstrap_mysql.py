@@ -137,7 +137,7 @@ def column_read(name: str, data_type: str, column_type: str, table: str = "") ->
     cast = f"CAST({out} AS {spark_sql(target)}) AS {out}"
     if dt in _INTS or dt == "bit":  # tinyint(1)/boolean included: Debezium sends INT16 (no converter), BIT(1) bool
         return ColumnRead(name, target, f"CAST({col} AS SIGNED) AS {col}", cast)
-    if dt == "json":
+    if dt in ("json", "char"):  # char: as VARCHAR, or Spark pads CHAR(n) values (MySQL strips, so does Debezium)
         return ColumnRead(name, target, f"CAST({col} AS CHAR) AS {col}", cast)
     if dt == "date":
         return ColumnRead(name, target, f"DATEDIFF({col}, '1970-01-01') AS {col}",
