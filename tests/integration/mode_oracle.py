@@ -2,8 +2,8 @@
 counterpart of ``ChangeEventGenerator.expected_rows`` for the upsert mirror), and the comparison with a table.
 
 * ``expected_changelog``: the set of distinct changes (key + source position + op): ``after`` for c/r/u with TOAST
-  placeholders resolved from the key's previous change (never a delete image), ``before`` for d, one row per
-  truncate.
+  placeholders resolved from the key's previous change (never a delete image; the create of a primary-key change:
+  from the old key's), ``before`` for d, one row per truncate.
 * ``expected_history``: per key, its distinct changes plus every truncate, in source-position order: c/r/u open a
   version (closing the open one) unless ``track_columns`` are given and an update changes none of them (then its
   values replace the open version's); d and t close the open version.
@@ -79,7 +79,9 @@ def _filled(records: Sequence[Any], columns: Sequence[str], pk: str,
     """(record, row image) in position order; TOAST placeholders from the key's previous c/r/u."""
     last: dict[Any, dict[str, Any]] = {}
     out = []
-    for r in _distinct(records, pk, compacted):
+    events = _distinct(records, pk, compacted)
+    deleted_at = {r.position: r.key.get(pk) for r in events if r.op == "d" and r.key}
+    for r in events:
         if r.op == "t":
             out.append((r, None))
             continue
@@ -91,6 +93,10 @@ def _filled(records: Sequence[Any], columns: Sequence[str], pk: str,
             continue
         image = {c: r.value["after"].get(c) for c in columns}
         prev = last.get(image[pk], {})
+        if r.op == "c":  # a PK change: the old key's value (Debezium's oldkey header, else the delete at L)
+            old = dict(getattr(r, "headers", ())).get("__debezium.oldkey", {}).get(pk, deleted_at.get(r.position))
+            if old is not None and old != image[pk] and old in last:
+                prev = last[old]
         image = {c: (prev.get(c) if v == TOAST_PLACEHOLDER else v) for c, v in image.items()}
         last[image[pk]] = image
         out.append((r, image))

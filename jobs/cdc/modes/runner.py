@@ -13,9 +13,9 @@ import pyarrow as pa
 
 from cdc.decode.model import Column
 from cdc.errors import ConfigError
-from cdc.layout import (IS_CURRENT, OFFSET, OP, PARTITION, SOURCE_TS_MS, UNAVAILABLE, VALID_FROM, VALID_TO,
+from cdc.layout import (IS_CURRENT, OFFSET, OLD_KEY, OP, PARTITION, SOURCE_TS_MS, UNAVAILABLE, VALID_FROM, VALID_TO,
                         target_meta)
-from cdc.modes import WRITE_MODE_PROPERTY, ModeSpec, append, compacted, scd2
+from cdc.modes import WRITE_MODE_PROPERTY, ModeSpec, append, compacted, moves, scd2
 
 Checkpoint = Callable[[str], None]
 
@@ -80,6 +80,30 @@ def scd2_columns(row: Sequence[Column], ordering: Sequence[str]) -> list[Column]
             *target_meta(ordering, soft=False)]
 
 
+def has_headers(spark: Any, spec: ModeSpec) -> bool:
+    """Staging has the PK-move header columns (``cdc.kafka.headers``; not when staged by an older version)."""
+    return OLD_KEY in {f.name for f in spark.table(spec.staging).schema.fields}
+
+
+def resolve_moves(spark: Any, spec: ModeSpec, changes: str, stored: str) -> str | None:
+    """The batch's changes with PK-move creates' placeholders from the old key (``cdc.modes.moves``), as a temp
+    view, again until nothing more resolves (a chain of moves in one batch: 1 → 2 → 5); None without TOAST."""
+    if not spec.toast_columns:
+        return None
+    headers = has_headers(spark, spec)
+    pending = f"SELECT sum(size(coalesce({UNAVAILABLE}, array()))) FROM "
+    view = _view(spark, spark.sql(changes).localCheckpoint())
+    left = spark.sql(pending + view).first()[0] or 0
+    while left:
+        nxt = _view(spark, spark.sql(moves.moved_sql(spec, f"SELECT * FROM {view}", stored, headers)).localCheckpoint())
+        spark.catalog.dropTempView(view)
+        view, before = nxt, left
+        left = spark.sql(pending + view).first()[0] or 0
+        if left == before:
+            break
+    return view
+
+
 def _view(spark: Any, df: Any) -> str:
     name = f"cdc_mode_{uuid.uuid4().hex[:12]}"
     df.createOrReplaceTempView(name)
@@ -89,7 +113,8 @@ def _view(spark: Any, df: Any) -> str:
 def apply_append(spark: Any, spec: ModeSpec, row: Sequence[Column], checkpoint: Checkpoint,
                  layout: Any = None) -> dict[str, int]:
     ensure_table(spark, spec.target, [*nullable(row), *target_meta(spec.ordering, soft=False)], "append", layout)
-    changes = append.fill_toast_sql(spec, append.batch_changes_sql(spec))
+    moved = resolve_moves(spark, spec, append.batch_changes_sql(spec), "target")
+    changes = append.fill_toast_sql(spec, f"SELECT * FROM {moved}" if moved else append.batch_changes_sql(spec))
     new = append.new_changes_sql(spec, changes)
     if spec.compacted:  # compacted deletes a real delete of this batch makes void go (cdc.modes.compacted)
         new = (f"SELECT *, 'insert' AS `__action` FROM ({new}) UNION ALL "
@@ -104,7 +129,9 @@ def apply_append(spark: Any, spec: ModeSpec, row: Sequence[Column], checkpoint: 
             spark.sql(append.merge_sql(spec, f"SELECT * FROM {view}", voided=spec.compacted))
             checkpoint("after_merge")
     finally:
-        spark.catalog.dropTempView(view)
+        for v in (view, moved):
+            if v:
+                spark.catalog.dropTempView(v)
     return {"insert": counts.get("insert", 0), "delete": counts.get("void", 0)}
 
 
@@ -116,7 +143,13 @@ def apply_scd2(spark: Any, spec: ModeSpec, row: Sequence[Column], truncated: boo
                           f"(columns: {', '.join(spec.columns)}); fix track_columns in the pipeline YAML")
     ensure_table(spark, spec.target, scd2_columns(row, spec.ordering), "scd2", layout)
     ensure_table(spark, spec.log, log_columns(row, spec.ordering), None)
-    spark.sql(scd2.log_merge_sql(spec, append.batch_changes_sql(spec, stored="log")))
+    moved = resolve_moves(spark, spec, append.batch_changes_sql(spec, stored="log"), "log")
+    try:
+        batch = f"SELECT * FROM {moved}" if moved else append.batch_changes_sql(spec, stored="log")
+        spark.sql(scd2.log_merge_sql(spec, batch))
+    finally:
+        if moved:
+            spark.catalog.dropTempView(moved)
     checkpoint("after_log")
     toast = spark.sql(f"SELECT array_distinct(flatten(collect_list({UNAVAILABLE}))) AS u FROM {spec.log} "
                       f"WHERE {UNAVAILABLE} IS NOT NULL").first()["u"] or []
