@@ -362,3 +362,43 @@ def test_oracle_pk_changes_with_toast_in_append_and_scd2_across_batches_and_a_cr
         batch_sizes=[5, 7, 6], crash="raise:after_merge", crash_run=1)
     out = Harness(spark, broker, warehouse, None, tmp_path).run_scenario(scenario)
     assert out.crashed and not out.mismatches, f"{out.describe()}:\n" + "\n".join(out.mismatches[:30])
+
+
+# ---------------------------------------------------------------------------------------------------- stale writers
+
+def test_scd2_a_stale_writer_cannot_corrupt_the_history(make_pipe, monkeypatch):
+    """A run that lost its claim merges late: between its classification and its MERGE another owner took the batch
+    over and committed a newer batch (versions from lsn 30). The stale run's actions for keys a newer batch wrote
+    are dropped (the history stays the newer owner's); a key no newer batch wrote still gets them."""
+    import cdc.apply
+
+    p = make_pipe(write_mode="scd2")
+    p.send(pg("c", 1, row(1, "a"), 10), pg("c", 2, row(2, "b"), 10))
+    p.run()
+    p.send(pg("u", 1, row(1, "stale"), 20), pg("d", 2, row(2, "b"), 20), pg("c", 3, row(3, "c"), 20))
+    newer = [  # (id, name, from, to, op, batch): batch 2 as the stale run computes it, then batch 3 (lsn 30)
+        (1, "a", 10, 20, "c", 2), (1, "stale", 20, 30, "u", 2), (1, "new", 30, None, "u", 3),
+        (2, "b", 10, 20, "c", 2), (2, "new", 30, None, "c", 3)]
+
+    def newer_owner_commits(point):
+        if point != "after_classify":
+            return
+        cols = p.spark.table(p.target).columns
+        sel = []
+        for i, name, start, end, op, batch in newer:
+            v = {"id": str(i), "name": f"'{name}'", "__valid_from": f"timestamp_millis({T0 + start})",
+                 "__valid_to": "CAST(NULL AS TIMESTAMP)" if end is None else f"timestamp_millis({T0 + end})",
+                 "__is_current": str(end is None).lower(), "__op": f"'{op}'", "__source_ts_ms": str(T0 + start),
+                 "__kafka_partition": "0", "__kafka_offset": str(start), "__batch_id": str(batch),
+                 "__ingested_at": "current_timestamp()"}
+            sel.append("SELECT " + ", ".join(f"{v.get(c, str(start) if c.startswith('__') else 'NULL')} AS `{c}`"
+                                             for c in cols))
+        p.spark.sql(f"DELETE FROM {p.target} WHERE id IN (1, 2)")
+        p.spark.sql(f"INSERT INTO {p.target} " + " UNION ALL ".join(sel))
+
+    monkeypatch.setattr(cdc.apply, "checkpoint", newer_owner_commits)
+    p.run()
+    assert history(p) == [
+        (1, "a", None, 10, 20, False, "c"), (1, "stale", None, 20, 30, False, "u"), (1, "new", None, 30, None, True, "u"),
+        (2, "b", None, 10, 20, False, "c"), (2, "new", None, 30, None, True, "c"),
+        (3, "c", None, 20, None, True, "c")]

@@ -131,12 +131,21 @@ def actions_sql(spec: ModeSpec, versions: str, touched: str) -> str:
 
 
 def merge_sql(spec: ModeSpec, actions: str) -> str:
-    """Apply the actions in one commit."""
+    """Apply the actions in one commit.
+
+    *Fencing*: a key that a newer batch wrote (a row with a greater ``__batch_id``, checked against the table as it
+    is when the MERGE runs) is left alone. That batch's versions came from a change log holding this batch's changes
+    too (they are logged before anything is computed), so they are at least as new; a run that lost its claim and
+    merges late therefore cannot bring back an older history."""
     cols = version_columns(spec)
     meta = [(BATCH_ID, str(int(spec.batch_id))), (INGESTED_AT, "current_timestamp()")]
     update = [(c, f"s.{q(c)}") for c in cols if c not in spec.key] + meta
     insert = [(c, f"s.{q(c)}") for c in cols] + meta
-    return (f"MERGE INTO {spec.target} t USING (SELECT * FROM {actions} WHERE `__action` <> 'same') s "
+    keys = ", ".join(q(k) for k in spec.key)
+    newer = f"SELECT DISTINCT {keys} FROM {spec.target} WHERE {q(BATCH_ID)} > {int(spec.batch_id)}"
+    src = (f"SELECT a.* FROM {actions} a LEFT ANTI JOIN ({newer}) n ON {key_join('a', 'n', spec.key)} "
+           "WHERE a.`__action` <> 'same'")
+    return (f"MERGE INTO {spec.target} t USING ({src}) s "
             f"ON {version_identity(spec, 't', 's')} "
             "WHEN MATCHED AND s.`__action` = 'delete' THEN DELETE "
             f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{q(c)} = {v}' for c, v in update)} "
