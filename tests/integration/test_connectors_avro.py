@@ -92,3 +92,23 @@ def test_flattened_avro_orders_by_the_added_lsn_across_batches(make_pipe, regist
 
     # the SMT's added fields are not columns
     assert [c for c in p.spark.table(p.target).columns if not is_meta(c)] == ["id", "name", "born", "amount", "bio"]
+
+
+def test_keyless_avro_topic_is_appended_with_a_warning(make_pipe, registry):
+    """A PostgreSQL table without a primary key in Avro (no message key, none configured): append mode, identified
+    by partition/offset, with the summary warning (the vectorised Avro path: key columns come from the row image)."""
+    p, send = avro_pipe(make_pipe, registry)
+    rows = [("c", {"id": 1, "name": "a", "bio": None}, 1), ("c", {"id": 1, "name": "a", "bio": None}, 2),
+            ("u", {"id": 1, "name": "b", "bio": "long"}, 3), ("d", {"id": 1, "name": "b", "bio": "long"}, 4)]
+    keyless = [(None, events.pg(op, 1, r, lsn)[1]) for op, r, lsn in rows]
+    send(*keyless)
+    s = p.run()
+    assert (s["status"], s["inserted"], s["dead_letters"]) == ("committed", 4, 0)
+    assert any("no message key" in w and "append" in w for w in s["warnings"])
+    send(keyless[1])  # the same change again is another record: a new row
+    assert p.run()["inserted"] == 1
+    got = p.spark.sql(f"SELECT __op, id, name, bio, __lsn, __kafka_offset FROM {p.target} ORDER BY __kafka_offset")
+    assert [tuple(r) for r in got.collect()] == [("c", 1, "a", None, 1, 0), ("c", 1, "a", None, 2, 1),
+                                                 ("u", 1, "b", "long", 3, 2), ("d", 1, "b", "long", 4, 3),
+                                                 ("c", 1, "a", None, 2, 4)]
+    assert p.run()["status"] == "empty"
