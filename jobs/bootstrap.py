@@ -23,7 +23,7 @@ if __package__ in (None, ""):  # a script: `cdc` shipped with --py-files (wheel/
 
 from cdc import cli_contract as cli  # noqa: E402
 from cdc.cli_contract import ExitCode  # noqa: E402
-from cdc.config import load_config  # noqa: E402
+from cdc.config import PipelineConfig, TableConfig, load_config  # noqa: E402
 from cdc.errors import ConfigError  # noqa: E402
 
 REPLACE = "--replace"
@@ -39,14 +39,49 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def bootstrap_tables(cfg: PipelineConfig, names: list[str],
+                     topics: list[str] | None = None) -> tuple[PipelineConfig, list[TableConfig]]:
+    """The tables to bootstrap: the ``--table`` names (targets or topics; a target resolved from a ``topic_pattern``
+    entry is found as ``jobs/ingest.py`` finds it, ``cdc.routing.resolve_pipeline``, asking the broker for its
+    topics, or ``topics``), else every table with a bootstrap section. A table of a ``topic_pattern`` entry is
+    refused, naming the entry: its one ``source_table`` cannot stand for every matching topic."""
+    explicit = [t for t in cfg.tables if t.topic]
+    entries = {id(t): i for i, t in enumerate(cfg.tables)}
+    known = {n for t in explicit for n in (t.target, t.topic, t.table)}
+    if names and any(n not in known for n in names) and cfg.has_patterns:
+        from cdc.routing import resolve_pipeline
+
+        patterns = {t.topic_pattern: entries[id(t)] for t in cfg.tables if not t.topic}
+        cfg = resolve_pipeline(cfg, topics)
+        entries = {id(t): patterns[t.topic_pattern] if t.topic_pattern else i for i, t in enumerate(cfg.tables)}
+    if names:
+        tables = list(cfg.select(names))
+    else:
+        tables = [t for t in cfg.tables if t.bootstrap is not None]
+    for t in tables:
+        if t.topic_pattern:
+            raise ConfigError(pattern_refusal(cfg, entries[id(t)], t))
+    if not tables:
+        raise ConfigError(f"{cfg.source_path}: no table has a bootstrap section")
+    return cfg, tables
+
+
+def pattern_refusal(cfg: PipelineConfig, index: int, t: TableConfig) -> str:
+    what = f"table {t.target} (topic {t.topic})" if t.topic else f"target {t.target!r}"
+    where = f"{cfg.source_path}: {what} comes from tables[{index}] (topic_pattern '{t.topic_pattern}')"
+    if t.bootstrap is not None:
+        return (f"{where}, whose bootstrap section loads one source table ({t.bootstrap.source_table}) but the entry "
+                "stands for every matching topic; give each topic to bootstrap its own entry (topic, target, "
+                "bootstrap: explicit entries win over the pattern) and remove bootstrap from the pattern entry")
+    return (f"{where}, which has no bootstrap section (a topic_pattern entry cannot have one); give the topic its own "
+            "entry (topic, target, bootstrap with its source_table: explicit entries win over the pattern)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the bootstrap; print the summary (stdout) or one error line (stderr); report both to the result file."""
     args = parse_args(argv)
     try:
-        cfg = load_config(args.config)
-        tables = [t for t in cfg.select(args.table or None) if args.table or t.bootstrap is not None]
-        if not tables:
-            raise ConfigError(f"{cfg.source_path}: no table has a bootstrap section")
+        cfg, tables = bootstrap_tables(load_config(args.config), args.table)
         from cdc.bootstrap import check_table, run_bootstrap
         from cdc.session import build_session
 
