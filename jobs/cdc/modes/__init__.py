@@ -9,6 +9,9 @@
   those keys' rows. The target is a function of the log, so duplicates, late changes and crash + rerun give the same
   table by construction.
 
+Compacted topics (``cdc.modes.compacted``: a Kafka tombstone stands for its compacted-away delete) and primary-key
+changes with TOAST placeholders (``cdc.modes.moves``: the new key takes the old key's value) apply to both modes.
+
 Both modes keep their SQL in pure functions (tested by text and by table contents); ``cdc.modes.runner`` runs them.
 """
 

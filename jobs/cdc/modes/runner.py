@@ -91,14 +91,14 @@ def resolve_moves(spark: Any, spec: ModeSpec, changes: str, stored: str) -> str 
     if not spec.toast_columns:
         return None
     headers = has_headers(spark, spec)
-    pending = f"SELECT sum(size(coalesce({UNAVAILABLE}, array()))) FROM "
+    pending = f"SELECT sum(size(coalesce({UNAVAILABLE}, array()))) FROM {{}} WHERE `__op` = 'c'"  # creates only
     view = _view(spark, spark.sql(changes).localCheckpoint())
-    left = spark.sql(pending + view).first()[0] or 0
+    left = spark.sql(pending.format(view)).first()[0] or 0
     while left:
         nxt = _view(spark, spark.sql(moves.moved_sql(spec, f"SELECT * FROM {view}", stored, headers)).localCheckpoint())
         spark.catalog.dropTempView(view)
         view, before = nxt, left
-        left = spark.sql(pending + view).first()[0] or 0
+        left = spark.sql(pending.format(view)).first()[0] or 0
         if left == before:
             break
     return view
