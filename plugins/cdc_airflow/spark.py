@@ -222,16 +222,21 @@ def submit_kwargs(settings: Any, cfg: Any, name: str) -> dict[str, Any]:
 
 
 def job_jars(iceberg_jar: str | None, cfg: Any, driver: str | None = "", runtime: str | None = "") -> str | None:
-    """``--jars``: ``CDC_ICEBERG_JAR`` (or, when unset, the operator finds the runtime jar), plus the local PostgreSQL
-    JDBC driver (``cdc.jars.postgresql_jar``) when the pipeline's ``jdbc`` catalog needs it and neither
-    ``CDC_ICEBERG_JAR`` nor the YAML's ``spark.jars.packages`` brings one. ``driver``/``runtime``: "" = look here."""
+    """``--jars``: ``CDC_ICEBERG_JAR`` (or, when unset, the operator finds the runtime jar), plus the local JDBC
+    drivers the pipeline needs (``cdc.jars.for_config``: PostgreSQL for a ``jdbc`` catalog or a PostgreSQL bootstrap,
+    MariaDB Connector/J for a MySQL/MariaDB bootstrap) that neither ``CDC_ICEBERG_JAR`` nor the YAML's
+    ``spark.jars.packages`` brings. ``driver``/``runtime``: "" = look here."""
     from cdc import jars
 
-    if jars.POSTGRESQL_JDBC not in jars.for_config(cfg) or "postgresql" in (iceberg_jar or "") \
-            or "org.postgresql" in cfg.spark.get("spark.jars.packages", ""):
-        return iceberg_jar
-    driver = jars.postgresql_jar() if driver == "" else driver
+    needed = jars.for_config(cfg)
+    packages = cfg.spark.get("spark.jars.packages", "")
+    extra = []
+    if jars.POSTGRESQL_JDBC in needed and "postgresql" not in (iceberg_jar or "") and "org.postgresql" not in packages:
+        extra.append(jars.postgresql_jar() if driver == "" else driver)
+    if jars.MARIADB_JDBC in needed and "mariadb" not in (iceberg_jar or "") and "org.mariadb" not in packages:
+        extra.append(jars.mariadb_jar())
+    extra = [e for e in extra if e]
     base = iceberg_jar or (jars.bundled_jar() if runtime == "" else runtime)
-    if not driver or not base:
+    if not extra or not base:
         return iceberg_jar
-    return f"{base},{driver}"
+    return ",".join([base, *extra])

@@ -28,3 +28,17 @@ def test_the_driver_is_added_for_a_postgresql_jdbc_catalog_only() -> None:
     own = cfg(JDBC, {"spark.jars.packages": jars.POSTGRESQL_JDBC})
     assert job_jars("/j/iceberg.jar", own, driver="/d/pg.jar") == "/j/iceberg.jar"
     assert job_jars("/j/iceberg.jar", pg, driver=None) == "/j/iceberg.jar"
+
+
+def test_a_mysql_bootstrap_brings_the_mariadb_driver(tmp_path, monkeypatch) -> None:
+    jar = tmp_path / "mariadb-java-client.jar"
+    jar.write_text("")
+    monkeypatch.setenv(jars.MARIADB_JAR_ENV, str(jar))
+    my = parse_config({"pipeline": "p", "kafka": {"bootstrap.servers": "b:9092"}, "format": "json",
+                       "catalog": {"warehouse": "/wh"},
+                       "tables": [{"topic": "t", "target": "a.b", "bootstrap": {
+                           "jdbc_url": "jdbc:mysql://db:3306/shop", "user": "u", "password": "p",
+                           "source_table": "shop.orders"}}]}, env={})
+    assert job_jars("/j/iceberg.jar", my) == f"/j/iceberg.jar,{jar}"
+    assert job_jars("/j/iceberg.jar,/j/mariadb-java-client-2.7.6.jar", my) == \
+        "/j/iceberg.jar,/j/mariadb-java-client-2.7.6.jar"

@@ -98,7 +98,7 @@ def test_postgresql_jar_file_from_env_or_debian(tmp_path) -> None:
     jar = tmp_path / "pg.jar"
     jar.write_bytes(b"PK")
     assert jars.postgresql_jar({jars.POSTGRESQL_JAR_ENV: str(jar)}) == str(jar)
-    assert jars.local_files({jars.POSTGRESQL_JAR_ENV: str(jar)}) == {jars.POSTGRESQL_JDBC: str(jar)}
+    assert jars.local_files({jars.POSTGRESQL_JAR_ENV: str(jar)})[jars.POSTGRESQL_JDBC] == str(jar)
     assert jars.postgresql_jar({jars.POSTGRESQL_JAR_ENV: str(tmp_path / "missing.jar")}) is None
 
 

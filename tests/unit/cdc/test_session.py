@@ -82,7 +82,8 @@ def test_jar_set_follows_catalog_and_warehouse() -> None:
     pg = cfg(catalog={"name": "lake", "type": "jdbc", "warehouse": "/wh",
                       "properties": {"uri": "jdbc:postgresql://db:5432/iceberg"}})
     assert jars.for_config(pg) == (jars.ICEBERG_SPARK_RUNTIME, jars.POSTGRESQL_JDBC)
-    assert set(jars.ALL) == {jars.ICEBERG_SPARK_RUNTIME, jars.ICEBERG_AWS_BUNDLE, jars.POSTGRESQL_JDBC}
+    assert set(jars.ALL) == {jars.ICEBERG_SPARK_RUNTIME, jars.ICEBERG_AWS_BUNDLE, jars.POSTGRESQL_JDBC,
+                             jars.MARIADB_JDBC}
     with pytest.raises(ValueError, match="CDC_JARS"):
         jars.choose_mode("maven", True, jars.ALL, True)
 
