@@ -75,6 +75,7 @@ class GeneratorConfig:
     start_ms: int = 1_704_067_200_000  # 2024-01-01T00:00:00Z
     binlog_max_bytes: int = 20_000  # MySQL: rotate to the next binlog file after this many bytes
     binlog_first_file: int = 9
+    first_lsn: int = 24_000_000  # PostgreSQL: where the WAL starts (a failover needs >1 GiB of it to be detectable)
     keep_records: bool = True  # False for benchmarks: only return records, do not accumulate them
 
 
@@ -97,7 +98,7 @@ class ChangeEventGenerator:
         self._tx_ts_ms = 0
         self._tx_id = 555 + self.rng.randrange(1000)
         # PostgreSQL position state
-        self._lsn = 24_000_000 + self.rng.randrange(1_000_000)
+        self._lsn = self.config.first_lsn + self.rng.randrange(1_000_000)
         self._last_commit_lsn: int | None = None
         # MySQL position state
         self._file_no = self.config.binlog_first_file
@@ -377,6 +378,13 @@ class ChangeEventGenerator:
             self.rows.clear()
             position = self._next_position("t", False)
             return self._emit("t", None, None, None, position)
+
+    def failover(self) -> None:
+        """The source's log starts again far lower (MySQL failover / ``RESET MASTER``, PostgreSQL moved to a new
+        cluster): later changes carry positions below every earlier one. No records; the rows stay as they are."""
+        self._close_row_event()
+        self._file_no, self._pos = 1, MYSQL_FIRST_POS
+        self._lsn, self._last_commit_lsn = 30_000_000 + self.rng.randrange(1_000_000), None
 
     def add_column(self, column: Column) -> TableSchema:
         """``ALTER TABLE ADD COLUMN`` (nullable): later events carry the column; existing rows get null."""

@@ -23,7 +23,7 @@ first ones after it.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Mapping, Sequence
+from typing import AbstractSet as Set, Mapping, Sequence
 
 from cdc.errors import PositionRegression
 from cdc.layout import align
@@ -100,15 +100,16 @@ def first_far_back_sql(staging: str, batch_id: int, kind: str, columns: Sequence
 
 
 def settle(table: str, topic: str, ordering: Ordering, found: Mapping[int, tuple[int, tuple[int, ...]]],
-           hi: Mapping[int, tuple[int, ...]]) -> Ordering:
+           hi: Mapping[int, tuple[int, ...]], movable: Set[int] = frozenset()) -> Ordering:
     """Where positions fell far back (``found``: partition → first such offset and its position): start the newest
-    epoch there when it waits for that (:data:`PENDING`), else raise ``PositionRegression`` (nothing merged)."""
+    epoch there when it waits for that (:data:`PENDING`, or a start set by this very run: ``movable``), else raise
+    ``PositionRegression`` (nothing merged)."""
     epochs = ordering.epochs or ()
     newest = epochs[-1] if epochs else None
     starts = dict(newest[1]) if newest else {}
     lead = 0 if ordering.epochs is None else 1
     for p, (offset, pos) in sorted(found.items()):
-        if newest is not None and starts.get(p) == PENDING:
+        if newest is not None and (starts.get(p) == PENDING or p in movable):
             starts[p] = offset
             continue
         epoch = ordering.epoch or 0

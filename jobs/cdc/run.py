@@ -80,6 +80,7 @@ class TableRun:
         self._compacted: bool | None = None
         # newest committed source positions, read with the cursor (the claim fails if they moved since)
         self.positions: dict[int, tuple[int, ...]] | None = None
+        self.movable: set[int] = set()  # partitions whose start in a new ordering_epoch this run may still move
 
     def incremental(self, dry_run: bool) -> TableResult:
         result = TableResult(self.t.target, self.t.topic)
@@ -244,7 +245,7 @@ class TableRun:
             return ordering
         found = {int(r["p"]): (int(r["first"]["o"]), tuple(int(v) for v in r["first"]["pos"]))
                  for r in self.spark.sql(sql).collect()}
-        return regression.settle(self.t.target, self.t.topic, ordering, found, hi)
+        return regression.settle(self.t.target, self.t.topic, ordering, found, hi, self.movable)
 
     def unbound_columns(self, batch_id: int, decoder: Any, row_cols: list[Column]) -> list[Column] | None:
         """The row columns widened with the columns of staged ``UnboundColumns`` records (one record per distinct
@@ -374,9 +375,13 @@ class TableRun:
                 f"{self.cfg.source_path}: table {self.t.target}: ordering_epoch {self.t.ordering_epoch} is below the "
                 f"epoch {held.epoch} the table already holds; changes would be ignored as older. Set ordering_epoch "
                 f"to {held.epoch} or higher")
-        # a new epoch waits, in every partition that holds changes, for the first one whose position falls far back
-        known = set(self.positions or ()) | {r.partition for r in ranges}
-        return held.with_epoch(self.t.ordering_epoch, dict.fromkeys(sorted(known), regression.PENDING))
+        # A new epoch starts where positions fall far back (cdc.regression.settle): a partition with committed
+        # changes waits for that (PENDING); one without starts at this batch unless the batch shows the fall.
+        history = set(self.positions or ())
+        starts = {r.partition: r.start for r in ranges} | dict.fromkeys(history, regression.PENDING)
+        out = held.with_epoch(self.t.ordering_epoch, starts)
+        self.movable = set(starts) - history if out.epochs != held.epochs else set()
+        return out
 
     def source_ordering(self, decoder: Any, samples: list[tuple[bytes | None, bytes | None]],
                         target_names: list[str]) -> Ordering:

@@ -12,6 +12,13 @@ it reports ``empty``. Optionally one run crashes:
 * ``raise:<point>``  in-process: an exception at the crash point (cheap; the on-disk state is what a kill there
   leaves, because every Iceberg commit is atomic), then the next run takes the batch over as if its owner died.
 
+Three more classes (issue 17): a *failover* (``TableSpec.failover``: halfway, the source's positions restart far
+lower; the job must refuse with ``PositionRegression`` and, once ``ordering_epoch`` is raised, apply every later
+change), a *stale writer* (``Scenario.fence``: a run stalls at a point while its claim is taken over and newer
+batches commit, then goes on; it must not regress a row) and a *lost cursor* (``Scenario.cursor_reset``: the
+ledger's cursor ends up beyond the high watermark; the job must refuse, and after ``--reset-cursor`` replay without
+changing anything it had).
+
 Afterwards the table is compared with ``expected_rows()`` (hard deletes: table == oracle, row by row; soft deletes:
 live rows == oracle, every other row is flagged ``__deleted`` and its key is in ``deleted_keys()``), and the ledger is
 checked: nothing pending, incremental ranges contiguous per partition from 0 to the high watermark.
@@ -26,19 +33,21 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass, field, replace
-from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
 from devtools.debezium import (AvroSerializer, ChangeEventGenerator, GeneratorConfig, JsonSerializer,
                                compact_deletes, move_later, produce, redeliver, replay)
-from tests.conftest import REPO, unique
+from tests.conftest import unique
 from tests.integration.cli import run_cli
+from tests.integration.crashes import Refused, _maintenance, _owner_dead_once, raise_at  # noqa: F401 (re-exported)
+from tests.integration.oracle_check import check_ledger, compare
 
 CRASH_POINTS = ("after_claim", "after_stage", "after_staged", "after_truncate", "after_merge", "before_commit",
                 "after_commit")
+FENCE_POINTS = ("after_stage", "after_staged", "after_classify", "after_merge", "before_commit")
 
 
 @dataclass
@@ -57,6 +66,7 @@ class TableSpec:
     explicit_ordering: bool = False  # ordering: [source.lsn] instead of auto (PostgreSQL only)
     write_mode: str = "upsert"  # upsert | append | scd2 (append/scd2: tests/integration/mode_oracle.py)
     track_columns: tuple[str, ...] = ()  # scd2 only
+    failover: bool = False  # positions restart far lower halfway (upsert only): refused, then ordering_epoch raised
 
 
 @dataclass
@@ -70,6 +80,8 @@ class Scenario:
     split: float = 1.0  # share of records produced before the first run (the rest after the crash run)
     gc: bool = False  # tombstone GC (zero retention) after every run (not adversarial: see cdc.merge GC horizon)
     tz: str = "UTC"  # time zone of the job subprocesses (lease ages must not depend on it)
+    fence: str | None = None  # a stale writer: paused at this point while its batch is taken over and newer ones commit
+    cursor_reset: bool = False  # the first table's cursor moves beyond the high watermark once: refused, then reset
 
     @staticmethod
     def random(seed: int, crash_kinds: tuple[str, ...] = (), crash_odds: float = 0.0, size: str = "small") -> "Scenario":
@@ -94,6 +106,11 @@ class Scenario:
                 tables[-1].compacted = False  # compacted-away deletes are not changes these modes can show
             if tables[-1].write_mode == "scd2" and mode.random() < 0.5:
                 tables[-1].track_columns = ("name", "active")
+        extra = random.Random(f"classes-{seed}")  # the later classes' own stream: the draws above stay as they were
+        for t in tables:
+            t.failover = t.write_mode == "upsert" and not t.explicit_ordering and extra.random() < 0.25
+        fence = extra.choice(FENCE_POINTS) if extra.random() < 0.2 else None
+        cursor_reset = extra.random() < 0.15
         batch_sizes = [rng.choice((3, 7, 15, 30, 80)) for _ in range(3)]
         crash = None
         if crash_kinds and rng.random() < crash_odds:
@@ -102,7 +119,8 @@ class Scenario:
         return Scenario(seed=seed, fmt=rng.choice(("json", "json", "avro")), tables=tables, batch_sizes=batch_sizes,
                         crash=crash, crash_run=rng.randint(0, 1), split=rng.choice((1.0, 0.5)),
                         gc=not any(t.adversarial for t in tables) and rng.random() < 0.3,
-                        tz=rng.choice(("UTC", "America/New_York", "Asia/Tokyo")))
+                        tz=rng.choice(("UTC", "America/New_York", "Asia/Tokyo")), fence=fence,
+                        cursor_reset=cursor_reset)
 
 
 @dataclass
@@ -121,6 +139,7 @@ class Outcome:
     crashed: bool = False
     mismatches: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    refused: list[str] = field(default_factory=list)  # provoked refusals taken the documented way on
 
     def describe(self) -> str:
         s = self.scenario
@@ -128,9 +147,12 @@ class Outcome:
                          f"{'/adv' if t.adversarial else ''}{'/compacted' if t.compacted else ''}"
                          f"{'/explicit' if t.explicit_ordering else ''}"
                          f"{'' if t.write_mode == 'upsert' else '/' + t.write_mode}"
-                         f"{'/track' if t.track_columns else ''}" for t in s.tables)
+                         f"{'/track' if t.track_columns else ''}{'/failover' if t.failover else ''}"
+                         for t in s.tables)
         return (f"seed={s.seed} fmt={s.fmt} tables=[{kinds}] batches={s.batch_sizes} crash={s.crash} "
+                f"{f'fence={s.fence} ' if s.fence else ''}{'cursor-reset ' if s.cursor_reset else ''}"
                 f"{'gc ' if s.gc else ''}tz={s.tz} "
+                f"{'refused=' + ','.join(self.refused) + ' ' if self.refused else ''}"
                 f"runs={self.runs} {self.seconds:.0f}s")
 
 
@@ -142,17 +164,25 @@ def build_stream(spec: TableSpec) -> tuple[ChangeEventGenerator, list[Any]]:
         toast_fraction=toast, binlog_max_bytes=3_000,
         # PK changes with TOAST placeholders (resolved across batches through the key headers); one partition only:
         # a create merged before an unread change of its old key in a lagging partition is a documented limit
-        toast_on_pk_change=spec.partitions == 1 and spec.write_mode == "upsert"))
+        toast_on_pk_change=spec.partitions == 1 and spec.write_mode == "upsert",
+        first_lsn=(8 << 30) if spec.failover else 24_000_000))  # a failover must fall > 1 GiB to be detectable
     records = gen.snapshot(spec.snapshot)
     weights = {"insert": 4, "update": 5, "delete": 1.5, "change_pk": 0.5, "truncate": spec.truncate_weight}
-    records += gen.random_ops(spec.ops, weights)
-    records = redeliver(records, rng, restarts=spec.restarts, max_window=15)
-    if spec.adversarial:
-        records = move_later(records, rng, fraction=0.08, max_shift=25)
-    assert replay(records) == gen.expected_rows(), "generator oracle and reference replay disagree"
+    if spec.failover:  # faults within each side: a connector does not redeliver the old server's log on the new one
+        before = _faults(spec, rng, records + gen.random_ops(spec.ops // 2, weights))
+        gen.failover()
+        records = before + _faults(spec, rng, gen.random_ops(spec.ops - spec.ops // 2, weights))
+    else:
+        records = _faults(spec, rng, records + gen.random_ops(spec.ops, weights))
+        assert replay(records) == gen.expected_rows(), "generator oracle and reference replay disagree"
     if spec.compacted:
         records = compact_deletes(records, rng)
     return gen, records
+
+
+def _faults(spec: TableSpec, rng: random.Random, records: list[Any]) -> list[Any]:
+    records = redeliver(records, rng, restarts=spec.restarts, max_window=15)
+    return move_later(records, rng, fraction=0.08, max_shift=25) if spec.adversarial else records
 
 
 class Harness:
@@ -207,8 +237,13 @@ class Harness:
         from cdc.config import parse_config
         from cdc.run import run_batch
 
+        from cdc.errors import PositionRegression, TerminalError
+
         cfg = parse_config(raw).with_batch(max_records_per_partition=max_records)
-        return run_batch(self.spark, cfg, list(cfg.tables))["tables"]
+        try:
+            return run_batch(self.spark, cfg, list(cfg.tables))["tables"]
+        except (PositionRegression, TerminalError) as exc:
+            raise Refused(f"{type(exc).__name__}: {exc}") from exc
 
     def run_cli(self, raw: dict[str, Any], max_records: int | None = None, env: dict[str, str] | None = None,
                 kill_after: float | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -252,23 +287,33 @@ class Harness:
             self.produce(scenario, [s], slice(0, first[s.topic]))
         produced_rest = scenario.split >= 1.0
         sizes = list(scenario.batch_sizes)
+        fence_run = (1 - scenario.crash_run) if scenario.crash else scenario.crash_run
+        fenced = moved = False
         run = 0
         while True:
             size = sizes[min(run, len(sizes) - 1)]
-            if scenario.crash and run == scenario.crash_run and not out.crashed:
-                out.crashed = True
-                self.crash(scenario.crash, raw, size, scenario.tz)
-                self.refresh(raw)
-            else:
-                results = self.run_inprocess(raw, size)
-                if scenario.gc:
-                    self.gc_tombstones(raw)
-                if all(r["status"] == "empty" for r in results):
-                    if produced_rest:
-                        break
-                    for s in streams:
-                        self.produce(scenario, [s], slice(first[s.topic], None))
-                    produced_rest = True
+            try:
+                if scenario.crash and run == scenario.crash_run and not out.crashed:
+                    out.crashed = True
+                    self.crash(scenario.crash, raw, size, scenario.tz)
+                    self.refresh(raw)
+                elif scenario.fence and run == fence_run and not fenced:
+                    fenced = True
+                    self.stale_writer(raw, size, scenario.fence)
+                else:
+                    results = self.run_inprocess(raw, size)
+                    if scenario.gc:
+                        self.gc_tombstones(raw)
+                    if scenario.cursor_reset and not moved and self.move_cursor_beyond_the_end(raw, streams[0]):
+                        moved = True  # once something is committed: the next run must refuse
+                    elif all(r["status"] == "empty" for r in results):
+                        if produced_rest:
+                            break
+                        for s in streams:
+                            self.produce(scenario, [s], slice(first[s.topic], None))
+                        produced_rest = True
+            except Refused as exc:
+                out.refused.append(self.way_on(raw, streams, str(exc)))
             run += 1
             if run > 60:
                 out.mismatches.append("did not catch up within 60 runs")
@@ -277,6 +322,69 @@ class Harness:
         for s in streams:
             out.mismatches += compare(self.spark, f"lake.{s.target}", s)
             out.mismatches += check_ledger(self.spark, raw, s, self.broker)
+
+    def way_on(self, raw: dict[str, Any], streams: list[Stream], message: str) -> str:
+        """The documented recovery for a refused batch the scenario provoked; anything else is re-raised."""
+        for entry, s in zip(raw["tables"], streams):
+            if f"table {s.target}:" not in message:
+                continue
+            if "PositionRegression" in message and s.spec.failover:  # raise ordering_epoch and rerun
+                entry["ordering_epoch"] = entry.get("ordering_epoch", 0) + 1
+                return "epoch"
+            if "beyond the partition's high watermark" in message:  # --reset-cursor, then read on
+                from cdc.config import parse_config
+                from cdc.run import run_batch
+
+                cfg = parse_config(raw)
+                run_batch(self.spark, cfg, [t for t in cfg.tables if t.target == s.target], mode="reset")
+                return "reset"
+        raise AssertionError(f"unexpected refusal: {message[:500]}")
+
+    def move_cursor_beyond_the_end(self, raw: dict[str, Any], s: Stream) -> bool:
+        """The broker lost partition 0's log / the topic was re-created (the local broker cannot delete a topic, so
+        the cursor is moved past the end instead): the next run must refuse, naming the cursor and the watermark."""
+        ledger = f"lake.{raw['metadata_namespace']}.ledger"
+        where = f"table_name = '{s.target}' AND `partition` = 0 AND status = 'committed' AND mode = 'incremental'"
+        newest = self.spark.sql(f"SELECT max(batch_id) AS b FROM {ledger} WHERE {where}").collect()[0]["b"]
+        if newest is None:
+            return False
+        from cdc.kafka.offsets import high_watermarks
+
+        end = high_watermarks({"bootstrap.servers": self.broker.bootstrap}, s.topic)[0]
+        self.spark.sql(f"UPDATE {ledger} SET end_offset = {end + 40} WHERE {where} AND batch_id = {newest}")
+        return True
+
+    def stale_writer(self, raw: dict[str, Any], size: int, point: str) -> None:
+        """Run A stalls at ``point`` (a long GC pause); meanwhile its claim counts as expired, run B takes the batch
+        over and commits it, and a newer batch commits too. Then A goes on with what it had read: it must not
+        regress a row, and it fails when it finds its claim gone (an error, not a mismatch)."""
+        import cdc.apply
+        import cdc.run
+        from cdc.errors import CdcError
+
+        saved = cdc.run.checkpoint, cdc.apply.checkpoint
+
+        def stall(p: str) -> None:
+            if p != point:
+                return
+            cdc.run.checkpoint, cdc.apply.checkpoint = saved  # B and the next run go through normally
+            _owner_dead_once()
+            for _ in range(2):
+                try:
+                    self.run_inprocess(raw, size)
+                except Refused:
+                    return  # e.g. a failover B must first be told about: A goes on against what B left
+
+        cdc.run.checkpoint = cdc.apply.checkpoint = stall
+        try:
+            self.run_inprocess(raw, size)
+        except Refused:
+            raise
+        except CdcError:
+            pass  # A lost its claim
+        finally:
+            cdc.run.checkpoint, cdc.apply.checkpoint = saved
+            self.refresh(raw)
 
     def gc_tombstones(self, raw: dict[str, Any]) -> None:
         """Maintenance's tombstone GC with zero retention (in-process, ``jobs/maintenance.py``)."""
@@ -299,165 +407,16 @@ class Harness:
     def crash(self, how: str, raw: dict[str, Any], size: int, zone: str = "UTC") -> None:
         kind, _, arg = how.partition(":")
         tz = {"TZ": zone} if zone != "UTC" else {}
-        if kind == "kill":
-            res = self.run_cli(raw, size, env={"CDC_KILL_AT": arg, **tz})
-            assert res.returncode in (0, -signal.SIGKILL), f"unexpected exit {res.returncode}: {res.stderr[-2000:]}"
-        elif kind == "sigkill":
-            res = self.run_cli(raw, size, env=tz or None, kill_after=float(arg))
+        if kind in ("kill", "sigkill"):
+            res = self.run_cli(raw, size, env={"CDC_KILL_AT": arg, **tz}) if kind == "kill" else \
+                self.run_cli(raw, size, env=tz or None, kill_after=float(arg))
+            if res.returncode == 2:  # refused (a provoked failover / lost cursor): the caller takes the way on
+                raise Refused(res.stdout[-3000:] + res.stderr[-3000:])
             assert res.returncode in (0, -signal.SIGKILL), f"unexpected exit {res.returncode}: {res.stderr[-2000:]}"
         elif kind == "raise":
             raise_at(arg, lambda: self.run_inprocess(raw, size))
         else:
             raise ValueError(how)
-
-
-def _maintenance() -> Any:
-    import importlib.util
-    import sys
-
-    if "cdc_maintenance_harness" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("cdc_maintenance_harness", REPO / "jobs" / "maintenance.py")
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
-        sys.modules["cdc_maintenance_harness"] = module
-    return sys.modules["cdc_maintenance_harness"]
-
-
-class Crash(BaseException):  # not Exception: must pass through the phase() wrappers
-    """Stands in for the process dying at a crash point (in-process scenarios)."""
-
-
-def raise_at(point: str, fn: Callable[[], Any]) -> bool:
-    """Run ``fn`` with an exception raised at crash point ``point``; True if it got there. Afterwards the batch's
-    owner counts as dead (as after a real kill), so the next run takes it over."""
-    import cdc.apply
-    import cdc.run
-
-    def checkpoint(p: str) -> None:
-        if p == point:
-            raise Crash(p)
-
-    saved = cdc.run.checkpoint, cdc.apply.checkpoint
-    cdc.run.checkpoint = cdc.apply.checkpoint = checkpoint
-    try:
-        fn()
-        return False
-    except Crash:
-        return True
-    finally:
-        cdc.run.checkpoint, cdc.apply.checkpoint = saved
-        _owner_dead_once()
-
-
-def _owner_dead_once() -> None:
-    """Make the next run see pending batches of this (living) process as abandoned: rewrite ``owner``."""
-    import os
-
-    import cdc.run
-    from cdc.ledger import owner_host
-
-    original = getattr(cdc.run.owner_alive, "original", cdc.run.owner_alive)
-    mine = f"{owner_host()}:{os.getpid()}:"
-
-    def dead(owner: str, claimed_at: Any, lease: float) -> bool:
-        if not owner.startswith(mine):  # another process's claim (e.g. a later test's "other host"): judged as usual
-            return original(owner, claimed_at, lease)
-        cdc.run.owner_alive = original
-        return False
-
-    dead.original = original  # type: ignore[attr-defined]
-    cdc.run.owner_alive = dead
-
-
-# ---------------------------------------------------------------------- comparison
-
-def _read(spark: Any, table: str) -> tuple[list[dict[str, Any]], set[str]]:
-    df = spark.table(table)
-    sel = []
-    for f in df.schema.fields:
-        t = f.dataType.typeName()
-        if t == "date":
-            sel.append(f"unix_date(`{f.name}`) AS `{f.name}`")
-        elif t.startswith("timestamp"):
-            sel.append(f"unix_micros(CAST(`{f.name}` AS TIMESTAMP)) AS `{f.name}`")
-        else:
-            sel.append(f"`{f.name}`")
-    return [r.asDict() for r in df.selectExpr(*sel).collect()], {f.name for f in df.schema.fields}
-
-
-def _norm(v: Any) -> Any:
-    if isinstance(v, Decimal):
-        return v.normalize() if v == v.to_integral_value() else v
-    return v
-
-
-def compare(spark: Any, table: str, s: Stream) -> list[str]:
-    """Row-by-row comparison with the oracle; returns human-readable mismatches (empty when equal)."""
-    expected = s.gen.expected_rows()
-    deleted = s.gen.deleted_keys()
-    cols = [c.name for c in s.gen.table.columns]
-    pk = s.gen.table.primary_key[0]
-    if s.spec.write_mode != "upsert":  # a missing table is a mismatch whenever the stream held changes
-        from tests.integration.mode_oracle import compare_mode
-
-        try:
-            rows, have = _read(spark, table)
-        except Exception:  # noqa: BLE001 - not created: compared as empty
-            rows, have = [], set()
-        return compare_mode(rows, have, table, s.spec.write_mode, s.records, cols, pk, s.spec.track_columns)
-    try:
-        rows, have = _read(spark, table)
-    except Exception as exc:  # the table may not exist when every event was dropped
-        if expected:
-            return [f"{table}: cannot read ({str(exc).splitlines()[0][:200]})"]
-        return []
-    bad = []
-    soft = s.spec.delete_mode == "soft"
-    if soft and rows and "__deleted" not in have:
-        bad.append(f"{table}: soft mode but no __deleted column")
-    live = {}
-    for r in rows:
-        if soft and r.get("__deleted"):
-            if r[pk] in expected:
-                bad.append(f"{table}: key {r[pk]} flagged deleted but exists in the source")
-            elif r[pk] not in deleted:
-                bad.append(f"{table}: key {r[pk]} flagged deleted but never existed")
-            continue
-        if r[pk] in live:
-            bad.append(f"{table}: key {r[pk]} appears twice")
-        live[r[pk]] = r
-    for k in sorted(set(live) | set(expected)):
-        if k not in expected:
-            bad.append(f"{table}: extra row {k} (op {live[k].get('__op')}, batch {live[k].get('__batch_id')})")
-        elif k not in live:
-            bad.append(f"{table}: missing row {k}")
-        else:
-            for c in cols:
-                a, b = _norm(live[k].get(c)), _norm(expected[k].get(c))
-                if a != b:
-                    bad.append(f"{table}: row {k} column {c}: table {str(a)[:60]!r} != source {str(b)[:60]!r}")
-    return bad
-
-
-def check_ledger(spark: Any, raw: dict[str, Any], s: Stream, broker: Any) -> list[str]:
-    """Nothing pending; committed incremental ranges per partition are contiguous from 0 to the end."""
-    from cdc.kafka.offsets import high_watermarks
-
-    rows = spark.sql(f"SELECT * FROM lake.{raw['metadata_namespace']}.ledger WHERE table_name = '{s.target}' "
-                     "ORDER BY batch_id").collect()
-    bad = [f"{s.target}: batch {r.batch_id} left {r.status}" for r in rows if r.status != "committed"]
-    ends = high_watermarks({"bootstrap.servers": broker.bootstrap}, s.topic)
-    for p, end in ends.items():
-        got = sorted((r.start_offset, r.end_offset) for r in rows if r.partition == p and r.mode == "incremental"
-                     and r.status == "committed")
-        pos = 0
-        for a, b in got:
-            if a != pos:
-                bad.append(f"{s.target}: partition {p}: ledger range [{a}, {b}) does not start at {pos}")
-            pos = b
-        if pos != end:
-            bad.append(f"{s.target}: partition {p}: ledger ends at {pos}, topic ends at {end}")
-    return bad
 
 
 def scenario_with(s: Scenario, **changes: Any) -> Scenario:

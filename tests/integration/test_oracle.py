@@ -80,6 +80,15 @@ FAST += [
 ]
 
 
+# Failover (positions restart far lower halfway: refused, then ordering_epoch raised), a stale writer fenced after
+# its batch was taken over and newer ones committed, and a cursor beyond the high watermark (refused, then reset).
+FAST += [
+    Scenario(seed=107, fmt="json", tables=[spec(1071, connector="mysql", failover=True, ops=40),
+                                           spec(1072, failover=True, partitions=1, ops=30)],
+             batch_sizes=[6, 9, 30], fence="after_classify", crash_run=0, cursor_reset=True),
+]
+
+
 @pytest.mark.parametrize("scenario", FAST, ids=lambda s: f"seed{s.seed}")
 def test_oracle_in_process(harness, scenario):
     check(harness, scenario)

@@ -1,7 +1,8 @@
 """``make soak``: hundreds of randomized oracle scenarios (``pytest -m slow tests/integration/test_soak.py -s``).
 
 Knobs (environment): ``CDC_SOAK_SCENARIOS`` (default 200), ``CDC_SOAK_SEED`` (first seed, default 1),
-``CDC_SOAK_MINUTES`` (stop starting new scenarios after this long; default no limit). Most scenarios run in-process
+``CDC_SOAK_MINUTES`` (stop starting new scenarios after this long; default no limit), ``CDC_SOAK_SEEDS`` (a comma-separated
+list of seeds instead). Most scenarios run in-process
 against the session SparkSession; about one in eight crashes a real ``jobs/ingest.py`` subprocess (SIGKILL at a named
 point or from outside), one in three crashes in-process at a random point. A failing seed reproduces with
 ``CDC_SOAK_SEED=<seed> CDC_SOAK_SCENARIOS=1``.
@@ -30,7 +31,8 @@ def test_soak(spark, broker, warehouse, tmp_path):
     failures, done, crashes = [], 0, 0
     with LocalSchemaRegistry() as registry:
         h = Harness(spark, broker, warehouse, registry, tmp_path)
-        for seed in range(first, first + n):
+        seeds = [int(x) for x in os.environ.get("CDC_SOAK_SEEDS", "").split(",") if x.strip()]
+        for seed in seeds or range(first, first + n):
             if budget and time.monotonic() - t0 > budget:
                 break
             kinds = ("kill", "sigkill") if seed % 8 == 0 else ("raise",)
@@ -39,7 +41,7 @@ def test_soak(spark, broker, warehouse, tmp_path):
             out = h.run_scenario(scenario)
             done += 1
             crashes += out.crashed
-            print(f"[soak {done}/{n}] {out.describe()} mismatches={len(out.mismatches)}", flush=True)
+            print(f"[soak {done}/{len(seeds) or n}] {out.describe()} mismatches={len(out.mismatches)}", flush=True)
             if out.mismatches:
                 failures.append(out)
                 for m in out.mismatches[:20]:

@@ -155,6 +155,8 @@ def test_scenario_05_a_raised_epoch_starts_where_positions_fell_else_the_batch_i
     assert got.epochs == ((1, ((0, 3), (1, PENDING))),)  # partition 1 has not shown the fall yet: still waiting
     assert [got.epoch_of(0, o) for o in (2, 3, 4)] == [0, 1, 1] and got.epoch_of(1, 10**9) == 0
     assert settle("t", "x", got, {}, hi) is got
+    fresh = Ordering("mysql").with_epoch(1, {0: 5})  # no committed changes: starts at this batch, unless it falls
+    assert settle("t", "x", fresh, {0: (7, (0, 1, 4, 0))}, hi, movable={0}).epochs == ((1, ((0, 7),)),)
     with pytest.raises(PositionRegression, match="partition 0 offset 3.*ordering_epoch to 1"):
         settle("t", "x", Ordering("mysql"), {0: (3, (1, 4, 0))}, {0: (12, 1000, 0)})
     with pytest.raises(PositionRegression, match="ordering_epoch to 2"):  # a second failover: raise it again
