@@ -19,6 +19,7 @@ import yaml
 from cdc.bootstrap_types import lsn_to_int
 from tests.conftest import unique
 from tests.integration import events
+from tests.integration.bootstrap_history import history_before_bootstrap
 from tests.integration.cli import REPO, finish, start_job, summary_of
 
 pytestmark = pytest.mark.integration
@@ -168,14 +169,7 @@ def test_bootstrap_then_kafka_from_offset_zero_loses_and_regresses_nothing(setup
     db, topic, target, config, src = setup
     meta = yaml.safe_load(config.read_text())["metadata_namespace"]
     config = write_config(tmp_path / "slot.yaml", broker, warehouse, postgres, db, topic, meta, target, slot)
-    before = []
-    before += src.tx(*[("c", i, f"n{i}", f"b{i}") for i in range(1, 7)])
-    before += src.tx(("u", 2, "n2-v2", "b2-v2"))
-    before += src.tx(("d", 3))
-    before += src.tx(("c", 7, "n7", "b7"))  # inserted and deleted before the bootstrap: must never appear
-    before += src.tx(("d", 7))
-    before += src.tx(("u", 4, "n4-v2", "b4"), ("u", 5, "n5-v2", "b5"))
-    before += src.tx(("u", 4, "n4-v3", "b4-v3"))
+    before = history_before_bootstrap(src)
     produce(broker, topic, before)
     at_snapshot = src.rows()
 

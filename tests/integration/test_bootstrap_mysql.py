@@ -21,6 +21,7 @@ from cdc.ordering import binlog_file_seq
 from devtools.mariadb import PASSWORD, USER
 from tests.conftest import unique
 from tests.integration import events
+from tests.integration.bootstrap_history import history_before_bootstrap
 from tests.integration.cli import REPO, finish, start_job, summary_of
 
 pytestmark = pytest.mark.integration
@@ -124,14 +125,7 @@ def wait_for_lock(mariadb, database: str, proc, timeout: float = 300) -> None:
 
 def test_bootstrap_then_kafka_from_offset_zero_loses_and_regresses_nothing(setup, mariadb, broker, spark):
     database, topic, target, config, src = setup
-    before = []
-    before += src.tx(*[("c", i, f"n{i}", f"b{i}") for i in range(1, 7)])
-    before += src.tx(("u", 2, "n2-v2", "b2-v2"))
-    before += src.tx(("d", 3))
-    before += src.tx(("c", 7, "n7", "b7"))  # inserted and deleted before the bootstrap: must never appear
-    before += src.tx(("d", 7))
-    before += src.tx(("u", 4, "n4-v2", "b4"), ("u", 5, "n5-v2", "b5"))
-    before += src.tx(("u", 4, "n4-v3", "b4-v3"))
+    before = history_before_bootstrap(src)
     produce(broker, topic, before)
     at_snapshot = src.rows()
 
