@@ -102,8 +102,6 @@ class Scenario:
                 explicit_ordering=connector == "postgresql" and rng.random() < 0.15))
             mode = random.Random(f"mode-{seed}-{i}")  # its own stream: the draws above stay as they were
             tables[-1].write_mode = mode.choice(("upsert", "upsert", "append", "scd2"))
-            if tables[-1].write_mode != "upsert":
-                tables[-1].compacted = False  # compacted-away deletes are not changes these modes can show
             if tables[-1].write_mode == "scd2" and mode.random() < 0.5:
                 tables[-1].track_columns = ("name", "active")
         extra = random.Random(f"classes-{seed}")  # the later classes' own stream: the draws above stay as they were
@@ -164,7 +162,7 @@ def build_stream(spec: TableSpec) -> tuple[ChangeEventGenerator, list[Any]]:
         toast_fraction=toast, binlog_max_bytes=3_000,
         # PK changes with TOAST placeholders (resolved across batches through the key headers); one partition only:
         # a create merged before an unread change of its old key in a lagging partition is a documented limit
-        toast_on_pk_change=spec.partitions == 1 and spec.write_mode == "upsert",
+        toast_on_pk_change=spec.partitions == 1,
         first_lsn=(8 << 30) if spec.failover else 24_000_000))  # a failover must fall > 1 GiB to be detectable
     records = gen.snapshot(spec.snapshot)
     weights = {"insert": 4, "update": 5, "delete": 1.5, "change_pk": 0.5, "truncate": spec.truncate_weight}

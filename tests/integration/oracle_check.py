@@ -39,7 +39,8 @@ def compare(spark: Any, table: str, s: Any) -> list[str]:
             rows, have = _read(spark, table)
         except Exception:  # noqa: BLE001 - not created: compared as empty
             rows, have = [], set()
-        return compare_mode(rows, have, table, s.spec.write_mode, s.records, cols, pk, s.spec.track_columns)
+        return compare_mode(rows, have, table, s.spec.write_mode, s.records, cols, pk, s.spec.track_columns,
+                            compacted=s.spec.compacted)
     try:
         rows, have = _read(spark, table)
     except Exception as exc:  # the table may not exist when every event was dropped

@@ -283,17 +283,12 @@ def _bounds(topic: str, start: dict[int, int]):
     return bounds(topic, start=start)
 
 
-def test_oracle_compacted_topics_in_append_and_scd2_with_redeliveries_and_a_crash(spark, broker, warehouse, tmp_path,
-                                                                                  monkeypatch):
+def test_oracle_compacted_topics_in_append_and_scd2_with_redeliveries_and_a_crash(spark, broker, warehouse, tmp_path):
     """The randomized oracle on compacted topics (most deletes gone, their tombstones left, redeliveries) in both
-    modes, cut into small batches with a crash after the target MERGE. The harness's random scenarios leave these
-    modes uncompacted for now; here the oracle is told the topics are compacted (mode_oracle.compacted_deletes)."""
-    from tests.integration import mode_oracle
+    modes, cut into small batches with a crash after the target MERGE (mode_oracle.compacted_deletes)."""
     from tests.integration.harness import Harness, Scenario
     from tests.integration.test_oracle import spec
 
-    compare = mode_oracle.compare_mode
-    monkeypatch.setattr(mode_oracle, "compare_mode", lambda *a, **kw: compare(*a, **{**kw, "compacted": True}))
     scenario = Scenario(seed=131, fmt="json", tables=[
         spec(1311, compacted=True, write_mode="append", restarts=3, replica_identity="default"),
         spec(1312, connector="mysql", compacted=True, write_mode="scd2", restarts=3, track_columns=("name",))],
@@ -346,16 +341,12 @@ def test_scd2_pk_change_create_takes_the_old_keys_toast_value(make_pipe):
 
 
 def test_oracle_pk_changes_with_toast_in_append_and_scd2_across_batches_and_a_crash(spark, broker, warehouse,
-                                                                                    tmp_path, monkeypatch):
+                                                                                    tmp_path):
     """The randomized oracle with PK changes whose creates carry TOAST placeholders (one partition, small batches
-    cut between a move's delete and its create, a crash after the target MERGE) in both modes. The harness enables
-    those moves for upsert tables only for now; here the generator is told to emit them for these modes too."""
-    from tests.integration import harness as h
+    cut between a move's delete and its create, a crash after the target MERGE) in both modes."""
     from tests.integration.harness import Harness, Scenario
     from tests.integration.test_oracle import spec
 
-    config = h.GeneratorConfig
-    monkeypatch.setattr(h, "GeneratorConfig", lambda **kw: config(**{**kw, "toast_on_pk_change": True}))
     scenario = Scenario(seed=132, fmt="json", tables=[
         spec(1323, partitions=1, write_mode="append", replica_identity="default", ops=70),
         spec(1326, partitions=1, write_mode="scd2", replica_identity="default", ops=70, track_columns=("name",))],
