@@ -28,7 +28,8 @@ test-unit: venv
 	$(PY) -m pytest tests/unit tests/devtools -m "not slow" $(PYTEST_ARGS)
 
 soak: venv  # the fast-oracle scenarios make test skips, then 200 randomized ones
-	$(PY) -m pytest -m slow tests/integration/test_oracle.py tests/integration/test_soak.py -s $(PYTEST_ARGS)
+	$(PY) -m pytest -m slow tests/integration/test_oracle.py tests/integration/test_write_modes.py \
+		tests/integration/test_soak.py -s $(PYTEST_ARGS)
 
 # Performance targets as same-run ratios (issue 16); results in bench/results/<date>.json + .md. Defaults: 27 min on
 # 2 cores under heavy load; the issue's sizes: BENCH_ARGS="--events 1000000 --preload 5000000" (hours). Not in CI.

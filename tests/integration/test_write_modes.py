@@ -283,6 +283,7 @@ def _bounds(topic: str, start: dict[int, int]):
     return bounds(topic, start=start)
 
 
+@pytest.mark.slow  # randomized (make soak); the deterministic tests above cover it in make test
 def test_oracle_compacted_topics_in_append_and_scd2_with_redeliveries_and_a_crash(spark, broker, warehouse, tmp_path):
     """The randomized oracle on compacted topics (most deletes gone, their tombstones left, redeliveries) in both
     modes, cut into small batches with a crash after the target MERGE (mode_oracle.compacted_deletes)."""
@@ -340,6 +341,7 @@ def test_scd2_pk_change_create_takes_the_old_keys_toast_value(make_pipe):
         (5, "long 1", 30), (6, "long 1", None)]
 
 
+@pytest.mark.slow  # randomized (make soak); the deterministic tests above cover it in make test
 def test_oracle_pk_changes_with_toast_in_append_and_scd2_across_batches_and_a_crash(spark, broker, warehouse,
                                                                                     tmp_path):
     """The randomized oracle with PK changes whose creates carry TOAST placeholders (one partition, small batches
