@@ -125,7 +125,7 @@ class Maintenance:
         self.expire(ident)
 
     def gc_tombstones(self, t: "TableConfig", ident: str, cutoff: str) -> dict[str, Any]:
-        """Drop tombstones older than ``cutoff`` whose position every partition of the topic has passed, first
+        """Drop tombstones older than ``cutoff`` whose position every partition of the topic has passed (strictly), first
         raising the table's GC horizon to the newest of them: later batches ignore changes at or below the horizon
         for keys the table no longer knows, so a replay cannot resurrect a deleted row (``cdc.merge``). The
         partition bound (``gc_watermark``) keeps a lagging partition's first-time changes above the horizon.
@@ -141,7 +141,9 @@ class Maintenance:
         ordering = [c for c in fields if is_meta(c) and c not in (KAFKA_PARTITION, KAFKA_OFFSET, DELETED_AT)]
         ordering.sort(key=lambda c: c != EPOCH)  # the epoch column (added later) leads the position
         watermark = align(watermark, len(ordering)) or watermark
-        where = f"__deleted_at < {cutoff} AND NOT {tuple_cmp_literal('t', ordering, watermark, '>')}"
+        # strictly below: a partition that committed position W has read every event before W, not necessarily every
+        # event AT W (a PK change is a delete and a create at one position; a batch may end between them)
+        where = f"__deleted_at < {cutoff} AND {tuple_cmp_literal('t', ordering, watermark, '<')}"
         expr = "max(named_struct(" + ", ".join(f"'o{i}', `{c}`" for i, c in enumerate(ordering)) + "))"
         row = self.spark.sql(f"SELECT count(*) AS n, {expr} AS p FROM {ident} t WHERE {where}").first()
         if not row["n"]:

@@ -30,7 +30,8 @@ def test_maintenance_compacts_and_garbage_collects(make_pipe):
     p.send(*[pg("c", i, {"id": i, "name": f"n{i}", "bio": None}, i) for i in range(1, 21)])
     p.run()
     p.send(*[pg("u", i, {"id": i, "name": f"u{i}", "bio": None}, 100 + i) for i in range(1, 11)],
-           pg("d", 20, {"id": 20, "name": "n20", "bio": None}, 200))
+           pg("d", 20, {"id": 20, "name": "n20", "bio": None}, 200),
+           pg("u", 1, {"id": 1, "name": "u1", "bio": None}, 210))  # past the delete: its tombstone can go
     p.run()
     before = p.rows()
     names = maintenance.helper_tables(p.cfg, p.table)
