@@ -19,7 +19,8 @@ def truncate(lsn: int) -> tuple[None, bytes]:
 
 def changelog(p) -> list[tuple]:
     """(op, id, name, bio, lsn) of every append row, in position order."""
-    rows = p.spark.sql(f"SELECT __op, id, name, bio, __lsn FROM {p.target} ORDER BY __lsn, id").collect()
+    rows = p.spark.sql(f"SELECT __op, id, name, bio, __lsn FROM {p.target} "
+                       "ORDER BY __lsn, id, __op, __kafka_partition, __kafka_offset").collect()  # ties: c before d
     return [tuple(r) for r in rows]
 
 
