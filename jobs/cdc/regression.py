@@ -78,12 +78,13 @@ def far_back_sql(kind: str, columns: Sequence[str], lead: int, hi: Mapping[int, 
     None when the ordering is not checked or nothing is known."""
     if kind not in KINDS or not hi:
         return None
+    i = _column(kind, lead, len(columns))  # as _far: down by 3 binlog files / 1 GiB of WAL or more, to half or less
+    c, drop = q(columns[i]), MYSQL_MIN_DROP if kind == "mysql" else PG_MIN_DROP
     parts = []
     for p, top in sorted(hi.items()):
         conds = [f"__partition = {int(p)}"] + ([f"{q(columns[0])} = {int(top[0])}"] if lead else [])
-        i = _column(kind, lead, len(columns))  # as _far: down by 3 binlog files / 1 GiB of WAL or more, to half or less
-        c, v = q(columns[i]), int(top[i])
-        conds.append(f"{v} - {c} >= {MYSQL_MIN_DROP if kind == 'mysql' else PG_MIN_DROP} AND {c} <= {v // 2}")
+        v = int(top[i])
+        conds.append(f"{v} - {c} >= {drop} AND {c} <= {v // 2}")
         parts.append("(" + " AND ".join(conds) + ")")
     return " OR ".join(parts)
 

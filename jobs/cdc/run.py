@@ -240,9 +240,8 @@ class TableRun:
         lead = 0 if ordering.epochs is None else 1
         if not regression.could_fall(ordering.kind, lead, hi, {p: c.min_columns for p, c in counts.items()}):
             return ordering  # the usual case: no query
+        # could_fall implies a checked kind and a known position, so there is a query
         sql = regression.first_far_back_sql(self.names.staging, batch_id, ordering.kind, ordering.columns, lead, hi)
-        if sql is None:
-            return ordering
         found = {int(r["p"]): (int(r["first"]["o"]), tuple(int(v) for v in r["first"]["pos"]))
                  for r in self.spark.sql(sql).collect()}
         return regression.settle(self.t.target, self.t.topic, ordering, found, hi, self.movable)

@@ -80,12 +80,13 @@ class BatchStats:
 def batch_stats(spark: Any, staging: str, batch_id: int, ordering: Sequence[str]) -> BatchStats:
     skipped = ", ".join(lit(k) for k in SKIPPED)
     position = "named_struct(" + ", ".join(f"'o{i}', {q(c)}" for i, c in enumerate(ordering)) + ")"
+    lowest = "array(" + ", ".join(f"min(IF(__kind = 'change', CAST({q(c)} AS BIGINT), NULL))" for c in ordering) + ")"
     rows = spark.sql(
         f"SELECT __partition AS p, count(*) AS n, sum(IF(__kind IN ({skipped}), 1, 0)) AS s, "
         f"sum(IF(__kind = 'error', 1, 0)) AS e, array_distinct(flatten(collect_list(__unavailable))) AS u, "
         f"max(IF(__kind = 'change' AND __op = 't', {position}, NULL)) AS t, "
         f"max(IF(__kind = 'change', {position}, NULL)) AS m, "
-        f"array({', '.join(f'min(IF(__kind = {chr(39)}change{chr(39)}, CAST({q(c)} AS BIGINT), NULL))' for c in ordering)}) AS lo "
+        f"{lowest} AS lo "
         f"FROM {staging} WHERE batch_id = {int(batch_id)} GROUP BY __partition"
     ).collect()
     truncates = [tuple(int(v) for v in r["t"]) for r in rows if r["t"] is not None]
