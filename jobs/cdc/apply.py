@@ -69,7 +69,7 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
             spark.sql(stmt)
         checkpoint("after_truncate")
 
-    spec = prepare_moves(spark, spec, row_columns)  # PK moves: header columns, the moves' images (cdc.pk_moves)
+    spec = prepare_moves(spark, spec, row_columns, stats.moves)  # PK moves: headers, images (cdc.pk_moves)
     changes = moved_toast_sql(spec, fill_moved_sql(spec, changes_sql(spec)))
     classified = spark.sql(classify_sql(spec, newest_sql(spec, changes))).localCheckpoint()
     actions = {r["__action"]: int(r["count"]) for r in classified.groupBy("__action").count().collect()}

@@ -148,20 +148,6 @@ class Ledger:
         rows = self.spark.sql(cursor_sql(self.name, self.pipeline, table, topic)).collect()
         return {int(r["partition"]): int(r["e"]) for r in rows}
 
-    def committed_state(self, table: str, topic: str) -> tuple[dict[int, int], dict[int, tuple[int, ...]]]:
-        """``committed_offsets`` and ``committed_positions`` from one read (an incremental batch needs both: the
-        cursor to plan from, the positions for the failover check; its claim fails if either moved meanwhile)."""
-        from cdc.ledger_model import CURSOR_MODES, committed_cursor, newest_positions
-
-        self._fresh()
-        modes = ", ".join(lit(m) for m in CURSOR_MODES)
-        rows = [r.asDict() for r in self.spark.sql(
-            f"SELECT table_name, topic, `partition`, batch_id, end_offset, status, mode, max_position FROM {self.name} "
-            f"WHERE {self._where(table)} AND topic = {lit(topic)} AND status = 'committed' AND mode IN ({modes})"
-        ).collect()]
-        return (committed_cursor(rows, table).get(topic, {}),
-                newest_positions(r for r in rows if r["mode"] == "incremental" and r["max_position"] is not None))
-
     def committed_positions(self, table: str, topic: str) -> dict[int, tuple[int, ...]]:
         """partition → the newest source position committed from it by incremental batches (``max_position``)."""
         self._fresh()
@@ -180,19 +166,28 @@ class Ledger:
     def pending(self, table: str) -> PendingBatch | None:
         """The oldest batch that is claimed or staged but not committed."""
         self._fresh()
-        rows = self.spark.sql(
+        return _pending([r.asDict() for r in self.spark.sql(
             f"SELECT *, unix_micros(claimed_at) AS claimed_at_us FROM {self.name} WHERE {self._where(table)} "
-            "AND status IN ('claimed', 'staged') ORDER BY batch_id, topic, `partition`").collect()
-        if not rows:
-            return None
-        mine = [r for r in rows if r["batch_id"] == rows[0]["batch_id"]]
-        return PendingBatch(
-            batch_id=int(mine[0]["batch_id"]), mode=mine[0]["mode"], status=mine[0]["status"],
-            ranges=tuple(LedgerRange(r["topic"], r["partition"], r["start_offset"], r["end_offset"],
-                                     r["events_read"] or 0, r["events_skipped"] or 0, r["dead_letters"] or 0)
-                         for r in mine),
-            run_id=mine[0]["run_id"], owner=mine[0]["owner"] or "",
-            claimed_at_us=mine[0]["claimed_at_us"])
+            "AND status IN ('claimed', 'staged')").collect()])
+
+    def state(self, table: str, topic: str | None) -> "TableState":
+        """One read of what a run decides from (``TableState``): pending batches and their owners, the newest batch
+        id, truncate barriers and, for ``topic``, the committed cursor and positions. A new incremental batch reads it
+        twice: to plan, and right after its claim to check that claim (the fewer ledger reads, the faster a small
+        batch: each is a Spark job)."""
+        from cdc.ledger_model import CURSOR_MODES
+
+        self._fresh()
+        modes = ", ".join(lit(m) for m in CURSOR_MODES)
+        committed = ("FALSE" if topic is None else
+                     f"(topic = {lit(topic)} AND status = 'committed' AND mode IN ({modes}))")
+        rows = self.spark.sql(
+            "SELECT batch_id, mode, topic, `partition`, start_offset, end_offset, status, events_read, events_skipped, "
+            "dead_letters, run_id, owner, claimed_at_us, max_position, truncate_barrier, top FROM ("
+            f"SELECT *, unix_micros(claimed_at) AS claimed_at_us, max(batch_id) OVER (PARTITION BY table_name) AS top FROM {self.name} "
+            f"WHERE {self._where(table)}) WHERE status IN ('claimed', 'staged') OR truncate_barrier IS NOT NULL "
+            f"OR batch_id = top OR {committed}").collect()
+        return table_state([r.asDict() for r in rows], table, topic)
 
     def barrier(self, table: str, before_batch: int) -> tuple[int, ...] | None:
         """Newest truncate position recorded by earlier batches of the table."""
@@ -210,13 +205,14 @@ class Ledger:
         return {r[0] for r in rows}
 
     def claim(self, table: str, batch_id: int, mode: str, ranges: Sequence[LedgerRange], run_id: str,
-              topic: str | None = None, cursor: dict[int, int] | None = None) -> None:
+              topic: str | None = None, cursor: dict[int, int] | None = None) -> "TableState":
         """Claim ``batch_id`` for this run, or raise ``ConcurrentRunError`` if another run got it first.
 
         Winning the row for ``batch_id`` is not enough: a run that planned while another run's batch was still
         uncommitted (it looked for pending batches just before the other claimed) would process the same offsets.
         So after the claim, the oldest pending batch of the table must be ours and (incremental) the committed
-        cursor must still be the one we planned from; otherwise our claim is withdrawn and we refuse."""
+        cursor must still be the one we planned from; otherwise our claim is withdrawn and we refuse. Returns the
+        ledger state read for that check (its truncate barriers are the batch's: earlier batches are all committed)."""
         values = ", ".join(
             f"({lit(self.pipeline)}, {lit(table)}, {int(batch_id)}, {lit(mode)}, {lit(r.topic)}, {int(r.partition)}, "
             f"{int(r.start)}, {int(r.end)}, 'claimed', {_NULLS}, {lit(run_id)}, {lit(process_owner())}, "
@@ -225,21 +221,32 @@ class Ledger:
         sql = (f"MERGE INTO {self.name} l USING ({src}) s ON l.pipeline = s.pipeline AND l.table_name = s.table_name "
                "AND l.batch_id = s.batch_id WHEN NOT MATCHED THEN INSERT *")
         try:
-            self._guarded(table, batch_id, run_id, "claim", lambda: self.spark.sql(sql))
-        except ConcurrentRunError:
+            with self._lock:
+                self.spark.sql(sql)
+        except Exception as exc:
+            if not is_commit_conflict(exc):
+                raise
+        # One read answers every question about the claim, all about the same ledger state.
+        state = self.state(table, topic if cursor is not None else None)
+        owners = state.owners(batch_id)
+        if owners != {run_id}:
             # A MERGE with only an insert clause commits as an append, without conflict detection: both racing runs
             # may have written their row. The one that saw only itself proceeds; whoever sees another owner withdraws
             # its row (if both see both, both withdraw and the next run claims).
             self.release(table, batch_id, run_id)
-            raise
-        first = self.pending(table)
-        moved = cursor is not None and topic is not None and self.committed_offsets(table, topic) != cursor
+            raise ConcurrentRunError(
+                f"table {table}: batch {batch_id} is being processed by another run "
+                f"({', '.join(sorted(owners - {run_id})) or 'it was claimed first'}); this run (claim) stops without "
+                "writing. Retry later")
+        first = state.pending
+        moved = cursor is not None and topic is not None and state.cursor != cursor
         if (first is not None and first.batch_id != batch_id) or moved:
             self.release(table, batch_id, run_id)
             why = (f"batch {first.batch_id} (run {first.run_id}) is still in progress" if first is not None
                    and first.batch_id != batch_id else "another run committed a batch while this one was planning")
             raise ConcurrentRunError(f"table {table}: {why}; this run withdrew its claim on batch {batch_id} and stops "
                                      "without writing. Retry later")
+        return state
 
     def reset_cursor(self, table: str, topic: str, batch_id: int, moves: Mapping[int, tuple[int, int]],
                      run_id: str) -> None:
@@ -334,3 +341,60 @@ _NULLS = ("CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAS
 _COLUMNS = ("pipeline, table_name, batch_id, mode, topic, `partition`, start_offset, end_offset, status, events_read, "
             "events_skipped, dead_letters, inserted, updated, deleted, target_snapshot_id, truncate_barrier, "
             "phase_seconds, staged_at, committed_at, run_id, owner, claimed_at, max_position")
+
+
+@dataclass(frozen=True)
+class TableState:
+    """A table's ledger as one read saw it (``Ledger.state``)."""
+
+    pending: PendingBatch | None  # the oldest claimed or staged batch
+    run_ids: Mapping[int, frozenset[str]]  # pending batch id → the runs that hold rows of it
+    last_batch_id: int | None
+    cursor: dict[int, int]  # the topic's committed cursor (empty without a topic)
+    positions: dict[int, tuple[int, ...]]  # partition → newest committed source position (``max_position``)
+    barriers: tuple[tuple[int, tuple[int, ...]], ...]  # (batch id, truncate barrier) of every row that has one
+
+    @property
+    def next_batch_id(self) -> int:
+        return 1 if self.last_batch_id is None else self.last_batch_id + 1
+
+    def owners(self, batch_id: int) -> set[str]:
+        return set(self.run_ids.get(batch_id, ()))
+
+    def barrier_before(self, batch_id: int) -> tuple[int, ...] | None:
+        """``Ledger.barrier``: the newest truncate barrier of earlier batches."""
+        found = [b for i, b in self.barriers if i < batch_id]
+        return max(found) if found else None
+
+
+def _pending(rows: Sequence[Mapping[str, Any]]) -> PendingBatch | None:
+    rows = sorted((r for r in rows if r["status"] in ("claimed", "staged")),
+                  key=lambda r: (r["batch_id"], r["topic"], r["partition"]))
+    if not rows:
+        return None
+    mine = [r for r in rows if r["batch_id"] == rows[0]["batch_id"]]
+    return PendingBatch(
+        batch_id=int(mine[0]["batch_id"]), mode=mine[0]["mode"], status=mine[0]["status"],
+        ranges=tuple(LedgerRange(r["topic"], r["partition"], r["start_offset"], r["end_offset"],
+                                 r["events_read"] or 0, r["events_skipped"] or 0, r["dead_letters"] or 0)
+                     for r in mine),
+        run_id=mine[0]["run_id"], owner=mine[0]["owner"] or "", claimed_at_us=mine[0]["claimed_at_us"])
+
+
+def table_state(rows: Sequence[Mapping[str, Any]], table: str, topic: str | None) -> TableState:
+    """``TableState`` from ledger rows (pure; ``Ledger.state`` selects the rows it needs)."""
+    from cdc.ledger_model import committed_cursor, newest_positions
+
+    run_ids: dict[int, set[str]] = {}
+    for r in rows:
+        if r["status"] in ("claimed", "staged"):
+            run_ids.setdefault(int(r["batch_id"]), set()).add(r["run_id"])
+    mine = [{**r, "table_name": table} for r in rows if topic is not None and r["topic"] == topic]
+    return TableState(
+        pending=_pending(rows), run_ids={b: frozenset(s) for b, s in run_ids.items()},
+        last_batch_id=max((int(r["batch_id"]) for r in rows), default=None),
+        cursor=committed_cursor(mine, table).get(topic, {}) if topic is not None else {},
+        positions=newest_positions(r for r in mine if r["status"] == "committed" and r["mode"] == "incremental"
+                                   and r["max_position"] is not None),
+        barriers=tuple(sorted((int(r["batch_id"]), tuple(json.loads(r["truncate_barrier"]))) for r in rows
+                              if r["truncate_barrier"])))

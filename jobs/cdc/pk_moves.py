@@ -130,24 +130,28 @@ def fill_moved_sql(spec: MergeSpec, changes: str) -> str:
     return f"SELECT {', '.join(keep + filled)}, {unavailable} FROM ({changes}) c{joins}"
 
 
-def prepare(spark: Any, spec: MergeSpec, row_columns: Sequence[Column]) -> MergeSpec:
+def prepare(spark: Any, spec: MergeSpec, row_columns: Sequence[Column],
+            moves: tuple[int, int] | None = None) -> MergeSpec:
     """The merge spec for a staged batch: with ``pk_moves`` when it has PK-move headers (then ``__moved`` is added
-    to staging and tombstones as needed and the moves' deletes get their images); unchanged otherwise."""
+    to staging and tombstones as needed and the moves' deletes get their images); unchanged otherwise. ``moves``:
+    the header counts ``cdc.stage.batch_stats`` found (counted here when not given)."""
     from cdc.tables import evolve
 
-    if OLD_KEY not in {f.name for f in spark.table(spec.staging).schema.fields}:
-        return spec  # staged by a version without header columns
-    row = spark.sql(f"SELECT count_if({q(OLD_KEY)} IS NOT NULL) AS o, "
-                    f"count_if({q(NEW_KEY)} IS NOT NULL AND `__op` = 'd') AS d FROM {spec.staging} "
-                    f"WHERE batch_id = {int(spec.batch_id)} AND `__kind` = 'change'").first()
-    if not (row["o"] or row["d"]):
+    if moves is None:
+        if OLD_KEY not in {f.name for f in spark.table(spec.staging).schema.fields}:
+            return spec  # staged by a version without header columns
+        row = spark.sql(f"SELECT count_if({q(OLD_KEY)} IS NOT NULL) AS o, "
+                        f"count_if({q(NEW_KEY)} IS NOT NULL AND `__op` = 'd') AS d FROM {spec.staging} "
+                        f"WHERE batch_id = {int(spec.batch_id)} AND `__kind` = 'change'").first()
+        moves = (row["o"], row["d"])
+    if not (moves[0] or moves[1]):
         return spec
     moved = moved_column(row_columns, spec.key)
     evolve(spark, spec.staging, [moved])
     if spec.tombstones:
         evolve(spark, spec.tombstones, [moved])
     spec = replace(spec, pk_moves=True)
-    if row["d"]:
+    if moves[1]:
         remember_images(spark, spec, [c.name for c in row_columns if c.name not in spec.key])
     return spec
 

@@ -23,7 +23,7 @@ from cdc.kafka.plan import Bounds, PartitionRange, cap_ranges, plan_backfill, pl
 from cdc.kafka.offsets import is_compacted
 from cdc.kafka.read import ReadSpec
 from cdc.lease import LeaseKeeper, renewal_interval
-from cdc.ledger import Ledger, LedgerRange, PendingBatch, owner_alive, process_owner
+from cdc.ledger import Ledger, LedgerRange, PendingBatch, TableState, owner_alive, process_owner
 from cdc.outcome import TableResult, phase, unwrap_task_error
 from cdc.ordering import Ordering, from_columns, resolve
 from cdc.stage import (BatchStats, PartitionCounts, batch_stats, check_dead_letter_ratio, record_dead_letters,
@@ -81,15 +81,17 @@ class TableRun:
         # newest committed source positions, read with the cursor (the claim fails if they moved since)
         self.positions: dict[int, tuple[int, ...]] | None = None
         self.movable: set[int] = set()  # partitions whose start in a new ordering_epoch this run may still move
+        self.planned: TableState | None = None  # the ledger as the incremental plan read it (next batch id)
+        self.claimed: TableState | None = None  # the ledger as the claim check read it (truncate barriers)
 
     def incremental(self, dry_run: bool) -> TableResult:
         result = TableResult(self.t.target, self.t.topic)
-        if not dry_run:
-            self.recover(result)
+        state = self.ledger.state(self.t.target, self.t.topic)  # before the phases: a refusal logs no phase
+        if not dry_run and self.recover(result, state.pending):
+            state = self.ledger.state(self.t.target, self.t.topic)  # after the recovered batch
         with phase(result, "plan"):
-            committed, self.positions = self.ledger.committed_state(self.t.target, self.t.topic)
-            self.cursor = committed
-            ranges = plan_incremental(self.cfg.kafka, self.t.target, self.t.topic, committed,
+            self.planned, self.cursor, self.positions = state, state.cursor, state.positions
+            ranges = plan_incremental(self.cfg.kafka, self.t.target, self.t.topic, state.cursor,
                                       self.cfg.batch.max_records_per_partition, self.cfg.batch.read_timeout_seconds)
         self.run_ranges(result, ranges, "incremental", dry_run)
         return result
@@ -97,7 +99,7 @@ class TableRun:
     def backfill(self, bounds: Bounds, dry_run: bool) -> TableResult:
         total = TableResult(self.t.target, self.t.topic, mode="backfill")
         if not dry_run:
-            self.recover(total)
+            self.recover(total, self.ledger.pending(self.t.target))
         with phase(total, "plan"):
             full = plan_backfill(self.cfg.kafka, self.t.topic, bounds, self.cfg.batch.read_timeout_seconds)
         starts = {r.partition: r.start for r in full}
@@ -116,11 +118,11 @@ class TableRun:
             starts = {r.partition: r.end for r in ranges}
         return total
 
-    def recover(self, result: TableResult) -> None:
-        """Finish a batch a dead run left claimed or staged (or refuse while its owner is still running)."""
-        pending = self.ledger.pending(self.t.target)
+    def recover(self, result: TableResult, pending: PendingBatch | None) -> bool:
+        """Finish ``pending``, a batch a dead run left claimed or staged (or refuse while its owner is still
+        running); whether there was one."""
         if pending is None:
-            return
+            return False
         lease = self.cfg.batch.claim_timeout_minutes * 60
         if pending.owner != process_owner() and owner_alive(pending.owner, pending.claimed_at_us, lease):
             raise ConcurrentRunError(
@@ -135,7 +137,7 @@ class TableRun:
         with self.lease(pending.batch_id):
             if pending.status == "claimed":  # staging may be partial: read the same ranges again
                 self.stage_and_merge(TableResult(self.t.target, self.t.topic), pending.batch_id, ranges, pending.mode)
-                return
+                return True
             with phase(result, "recover"):
                 key, ordering = staged_key_and_ordering(self.spark, self.names.staging)
                 if ordering.kind == "postgresql" and POSTGRES_COMMIT_ORDERING[0] not in {
@@ -145,6 +147,7 @@ class TableRun:
             self.merge_and_commit(TableResult(self.t.target, self.t.topic, ranges=[
                 {"partition": r.partition, "start": r.start, "end": r.end} for r in ranges]),  # snapshot summary
                 pending.batch_id, row_cols, key, ordering)
+        return True
 
     def lease(self, batch_id: int) -> LeaseKeeper:
         """Keep this run's claim of ``batch_id`` fresh while the block runs (runs on other hosts wait for it)."""
@@ -163,14 +166,14 @@ class TableRun:
         if dry_run:
             with phase(result, "plan"):
                 self.batch_schema(ranges)
-                result.batch_id = self.ledger.next_batch_id(self.t.target)
+                result.batch_id = self.next_batch_id()
             result.status = "dry_run"
             result.events_read = sum(r.size for r in ranges)
             return
         with phase(result, "plan"):
             schema = self.batch_schema(ranges)  # before the claim: schema errors leave no ledger rows
-            batch_id = self.ledger.next_batch_id(self.t.target)
-            self.ledger.claim(self.t.target, batch_id, mode,
+            batch_id = self.next_batch_id()
+            self.claimed = self.ledger.claim(self.t.target, batch_id, mode,
                               [LedgerRange(self.t.topic, r.partition, r.start, r.end) for r in ranges], self.run_id,
                               topic=self.t.topic, cursor=self.cursor if mode == "incremental" else None)
         checkpoint("after_claim")
@@ -181,6 +184,11 @@ class TableRun:
             with contextlib.suppress(Exception):  # best effort: a later run takes a leftover claim over anyway
                 self.ledger.release(self.t.target, batch_id, self.run_id)  # only if still 'claimed'
             raise
+
+    def next_batch_id(self) -> int:
+        """The id of a new batch: from the incremental plan's ledger read (once), else read now."""
+        planned, self.planned = self.planned, None
+        return planned.next_batch_id if planned is not None else self.ledger.next_batch_id(self.t.target)
 
     def stage_and_merge(self, result: TableResult, batch_id: int, ranges: list[PartitionRange], mode: str,
                         schema: tuple[list[Column], tuple[str, ...], Ordering, Any] | None = None) -> None:
@@ -272,7 +280,9 @@ class TableRun:
     def merge_and_commit(self, result: TableResult, batch_id: int, row_cols: list[Column], key: tuple[str, ...],
                          ordering: Ordering, stats: BatchStats | None = None) -> None:
         with phase(result, "merge"):
-            previous = self.ledger.barrier(self.t.target, batch_id)
+            claimed, self.claimed = self.claimed, None  # a recovered batch has no claim state: read the barrier
+            previous = claimed.barrier_before(batch_id) if claimed is not None \
+                else self.ledger.barrier(self.t.target, batch_id)
             if stats is None:  # recovering a staged batch
                 stats = batch_stats(self.spark, self.names.staging, batch_id, ordering.columns)
             summary = batch_summary(self.cfg.pipeline, batch_id, self.t.topic, result.ranges)

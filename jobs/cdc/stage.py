@@ -71,6 +71,9 @@ class BatchStats:
     partitions: dict[int, PartitionCounts]
     toast_columns: tuple[str, ...]
     truncate: tuple[int, ...] | None
+    # (changes with an old-key header, deletes with a new-key header): the batch's primary-key moves (cdc.pk_moves);
+    # None when the staging table has no header columns
+    moves: tuple[int, int] | None = None
 
     @property
     def dead_letters(self) -> int:
@@ -81,12 +84,17 @@ def batch_stats(spark: Any, staging: str, batch_id: int, ordering: Sequence[str]
     skipped = ", ".join(lit(k) for k in SKIPPED)
     position = "named_struct(" + ", ".join(f"'o{i}', {q(c)}" for i, c in enumerate(ordering)) + ")"
     lowest = "array(" + ", ".join(f"min(IF(__kind = 'change', CAST({q(c)} AS BIGINT), NULL))" for c in ordering) + ")"
+    from cdc.layout import NEW_KEY, OLD_KEY
+
+    headers = {OLD_KEY, NEW_KEY} <= {f.name for f in spark.table(staging).schema.fields}
+    moves = (f"count_if(__kind = 'change' AND {q(OLD_KEY)} IS NOT NULL) AS mo, "
+             f"count_if(__kind = 'change' AND {q(NEW_KEY)} IS NOT NULL AND __op = 'd') AS md, ") if headers else ""
     rows = spark.sql(
         f"SELECT __partition AS p, count(*) AS n, sum(IF(__kind IN ({skipped}), 1, 0)) AS s, "
         f"sum(IF(__kind = 'error', 1, 0)) AS e, array_distinct(flatten(collect_list(__unavailable))) AS u, "
         f"max(IF(__kind = 'change' AND __op = 't', {position}, NULL)) AS t, "
         f"max(IF(__kind = 'change', {position}, NULL)) AS m, "
-        f"{lowest} AS lo "
+        f"{moves}{lowest} AS lo "
         f"FROM {staging} WHERE batch_id = {int(batch_id)} GROUP BY __partition"
     ).collect()
     truncates = [tuple(int(v) for v in r["t"]) for r in rows if r["t"] is not None]
@@ -97,6 +105,7 @@ def batch_stats(spark: Any, staging: str, batch_id: int, ordering: Sequence[str]
                     for r in rows},
         toast_columns=tuple(sorted({c for r in rows for c in (r["u"] or [])})),
         truncate=max(truncates) if truncates else None,
+        moves=(sum(r["mo"] for r in rows), sum(r["md"] for r in rows)) if headers else None,
     )
 
 

@@ -1,0 +1,176 @@
+"""Profile one warm batch statement by statement: where a small batch's time goes inside a running Spark session.
+
+    python bench/profile_batch.py [--events 100] [--preload 1000] [--batches 3] [--tables 1] [--whole-process]
+
+Starts the local broker and test registry, loads ``--preload`` snapshot rows (one batch, not profiled), then runs
+``--batches`` batches of ``--events`` changes each in the same SparkSession and prints, for the last one, every Spark
+SQL statement and catalog call with its wall time and the Spark jobs it started, plus the per-phase seconds. The
+first measured batches warm the JVM (class loading, code generation); the last shows the steady state an Airflow run
+of an already-started application would see. ``--whole-process``: the measured batch is one ``jobs/ingest.py``
+process instead (Spark start-up and every cold statement included, as ``make bench`` runs it), profiled from Spark's
+event log; the gaps between executions are Python, Py4J and Kafka time. Not a benchmark (no ratio): an explanation
+of one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+from bench.workload import Stream, pipeline_yaml  # noqa: E402
+
+
+class Recorder:
+    """Every SQL execution of the session (statements, DataFrame writes, catalog commands) from the Spark UI's REST
+    API: (start, seconds, jobs, description), in order."""
+
+    def __init__(self, spark: Any):
+        self.base = spark.sparkContext.uiWebUrl.rstrip("/") + "/api/v1/applications/" + spark.sparkContext.applicationId
+        self.mark = 0
+
+    def _executions(self) -> list[dict[str, Any]]:
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(f"{self.base}/sql?details=false&length=100000") as r:
+            return json.load(r)
+
+    def start(self) -> None:
+        self.mark = max((e["id"] for e in self._executions()), default=-1) + 1
+
+    def calls(self) -> list[tuple[str, float, int, str]]:
+        out = []
+        for e in self._executions():
+            if e["id"] >= self.mark:
+                jobs = len(e.get("successJobIds", [])) + len(e.get("failedJobIds", [])) + len(e.get("runningJobIds", []))
+                out.append((e["submissionTime"], e["duration"] / 1000.0, jobs, e["description"]))
+        return sorted(out)
+
+
+def event_log_calls(path: Path) -> tuple[float, float, list[tuple[str, float, int, str]]]:
+    """(application start, end, executions) from a Spark event log file (epoch seconds)."""
+    import json
+
+    app = [0.0, 0.0]
+    starts: dict[int, tuple[float, str]] = {}
+    jobs: dict[int, int] = {}
+    out = []
+    for line in path.read_text().splitlines():
+        e = json.loads(line)
+        kind = e["Event"].rsplit(".", 1)[-1]
+        if kind == "SparkListenerApplicationStart":
+            app[0] = e["Timestamp"] / 1000
+        elif kind == "SparkListenerApplicationEnd":
+            app[1] = e["Timestamp"] / 1000
+        elif kind == "SparkListenerSQLExecutionStart":
+            starts[e["executionId"]] = (e["time"] / 1000, e["description"])
+        elif kind == "SparkListenerJobStart":
+            eid = (e.get("Properties") or {}).get("spark.sql.execution.id")
+            if eid is not None:
+                jobs[int(eid)] = jobs.get(int(eid), 0) + 1
+        elif kind == "SparkListenerSQLExecutionEnd" and e["executionId"] in starts:
+            t0, text = starts.pop(e["executionId"])
+            out.append((t0, e["time"] / 1000 - t0, jobs.get(e["executionId"], 0), text))
+    return app[0], app[1], sorted(out)
+
+
+def whole_process(cfg_path: Path, tmp: str, py_spy: str | None = None) -> None:
+    import subprocess
+    import yaml
+
+    raw = yaml.safe_load(cfg_path.read_text())
+    logs = Path(tmp) / "eventlog"
+    logs.mkdir()
+    raw["spark"].update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{logs}"})
+    cfg_path.write_text(yaml.safe_dump(raw))
+    t0 = time.time()
+    cmd = [sys.executable, str(REPO / "jobs" / "ingest.py"), "--config", str(cfg_path)]
+    if py_spy:  # the driver's Python stacks (py-spy's raw "collapsed" format: one line per stack with its samples)
+        cmd = [str(Path(sys.executable).with_name("py-spy")), "record", "--idle", "--threads", "--format", "raw", "-r", "100", "-o", py_spy,
+               "--", *cmd]
+    proc = subprocess.run(cmd,
+                          capture_output=True, text=True, cwd=str(REPO))
+    end = time.time()
+    if proc.returncode:
+        raise SystemExit(proc.stderr[-3000:])
+    import json
+
+    summary = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
+    app_start, app_end, calls = event_log_calls(next(logs.iterdir()))
+    print(f"process {end - t0:.2f} s: Python start to SparkContext {app_start - t0:.2f} s, "
+          f"executions {sum(c[1] for c in calls):.2f} s ({len(calls)}, {sum(c[2] for c in calls)} jobs), "
+          f"after the app ended {end - app_end:.2f} s")
+    print("phases:", {t["table"]: t["seconds"] for t in summary["tables"]})
+    last = app_start
+    for when, secs, jobs, text in calls:
+        print(f"+{when - t0:6.2f} gap {when - last:5.2f}  {secs:6.3f} s {jobs:3d} jobs  {' '.join(text.split())[:110]}")
+        last = when + secs
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=100)
+    ap.add_argument("--preload", type=int, default=1000)
+    ap.add_argument("--batches", type=int, default=3)
+    ap.add_argument("--tables", type=int, default=1)
+    ap.add_argument("--whole-process", action="store_true", help="measure the last batch as one jobs/ingest.py")
+    ap.add_argument("--py-spy", metavar="FILE", help="with --whole-process: record the driver with py-spy into FILE")
+    args = ap.parse_args(argv)
+
+    from cdc.config import load_config
+    from cdc.run import run_batch
+    from cdc.session import build_session
+    from devtools.broker import LocalBroker, free_port
+    from devtools.registry import LocalSchemaRegistry
+
+    with LocalBroker() as broker, LocalSchemaRegistry() as registry, tempfile.TemporaryDirectory() as tmp:
+        streams = [Stream(broker, registry.url, f"prof.public.t{i}", 1, seed=7 + i) for i in range(args.tables)]
+        cfg_path = pipeline_yaml(Path(tmp) / "p.yaml", "prof", broker.bootstrap, registry.url, f"{tmp}/wh",
+                                 [(s.topic, f"prof.t{i}") for i, s in enumerate(streams)],
+                                 {"table_concurrency": 1},
+                                 {"spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "true",
+                                  "spark.ui.port": str(free_port()), "spark.sql.ui.retainedExecutions": "100000"})
+        cfg = load_config(cfg_path)
+        if args.whole_process:
+            from bench import procs
+
+            for s in streams:
+                s.produce_preload(args.preload)
+            procs.ingest(cfg_path).check("preload")
+            for s in streams:
+                s.produce_batch(args.events)
+            whole_process(cfg_path, tmp, args.py_spy)
+            return 0
+        spark = build_session(cfg, "cdc-profile")
+        rec = Recorder(spark)
+        for s in streams:
+            s.produce_preload(args.preload)
+        run_batch(spark, cfg, cfg.tables)
+        for n in range(args.batches):
+            for s in streams:
+                s.produce_batch(args.events)
+            rec.start()
+            t0 = time.perf_counter()
+            out = run_batch(spark, cfg, cfg.tables)
+            wall = time.perf_counter() - t0
+            print(f"batch {n + 1}: {wall:.2f} s", {t["table"]: t["seconds"] for t in out["tables"]}, flush=True)
+        calls = rec.calls()
+        print(f"\nlast batch: {len(calls)} SQL executions, {sum(c[2] for c in calls)} Spark jobs, "
+              f"{sum(c[1] for c in calls):.2f} s of {wall:.2f} s wall")
+        for when, secs, jobs, text in calls:
+            print(f"{when[11:23]} {secs:7.3f} s {jobs:3d} jobs  {' '.join(text.split())[:140]}")
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
