@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO / "plugins"))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from bench import procs, report  # noqa: E402
-from bench.workload import WEIGHTS, Stream, pipeline_yaml  # noqa: E402
+from bench.workload import Stream, pipeline_yaml  # noqa: E402
 
 FILL = """
 import sys
