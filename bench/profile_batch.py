@@ -4,7 +4,8 @@
 
 Starts the local broker and test registry, loads ``--preload`` snapshot rows (one batch, not profiled), then runs
 ``--batches`` batches of ``--events`` changes each in the same SparkSession and prints, for the last one, every Spark
-SQL statement and catalog call with its wall time and the Spark jobs it started, plus the per-phase seconds. The
+SQL execution (statements, DataFrame writes) with its wall time and the Spark jobs it started, plus the per-phase
+seconds. The
 first measured batches warm the JVM (class loading, code generation); the last shows the steady state an Airflow run
 of an already-started application would see. ``--whole-process``: the measured batch is one ``jobs/ingest.py``
 process instead (Spark start-up and every cold statement included, as ``make bench`` runs it), profiled from Spark's
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", type=int, default=3)
     ap.add_argument("--tables", type=int, default=1)
     ap.add_argument("--whole-process", action="store_true", help="measure the last batch as one jobs/ingest.py")
-    ap.add_argument("--py-spy", metavar="FILE", help="with --whole-process: record the driver with py-spy into FILE")
+    ap.add_argument("--py-spy", metavar="FILE", help="with --whole-process: record the driver's Python stacks into FILE (needs `pip install py-spy`)")
     args = ap.parse_args(argv)
 
     from cdc.config import load_config
