@@ -321,8 +321,10 @@ class ChangeEventGenerator:
             self.ever_seen.add(pk)
             return self._emit("c", self.table.key_of(row), None, dict(row), self._next_position("c", True))
 
-    def update(self, pk: Any = None, changes: Row | None = None) -> list[Record]:
-        """Update a (random) existing row; with ``changes`` None, 1..3 random non-key columns change."""
+    def update(self, pk: Any = None, changes: Row | None = None, position: tuple[int, ...] | None = None,
+               toast: bool = True) -> list[Record]:
+        """Update a (random) existing row; with ``changes`` None, 1..3 random non-key columns change. ``position``:
+        report it at this source position (see :meth:`tie_update`); ``toast=False``: a full ``after`` image."""
         with self.transaction():
             pk = self._pick(pk)
             old = self.rows[pk]
@@ -332,9 +334,17 @@ class ChangeEventGenerator:
                 changes = {c.name: self._value(c) for c in cols}
             new = {**old, **changes}
             self.rows[pk] = new
-            after = self._toasted(old, new, changes)
-            position = self._next_position("u", True)
+            after = self._toasted(old, new, changes) if toast else dict(new)
+            position = self._next_position("u", True) if position is None else position
             return self._emit("u", self.table.key_of(new), self._old_image(old, "u"), after, position)
+
+    def tie_update(self, pk: Any = None) -> list[Record]:
+        """Two updates of one key reported at one source position (a tie: only the Kafka offset orders them, and
+        the second is the row's state). The second carries its full row, so what it means does not depend on
+        which of the two a sink treats as its predecessor. Its records are adjacent in the key's partition."""
+        with self.transaction():
+            first = self.update(pk)
+            return first + self.update(self.table.pk_of(first[0].key), position=first[0].position, toast=False)
 
     def delete(self, pk: Any = None) -> list[Record]:
         with self.transaction():
@@ -392,6 +402,13 @@ class ChangeEventGenerator:
         self.table_versions.append(self.table)
         for row in self.rows.values():
             row[column.name] = None
+        return self.table
+
+    def widen_column(self, column: Column) -> TableSchema:
+        """A compatible widening of a column (``int32 → int64``, a larger decimal precision at the same scale):
+        a new schema version; the values stay as they are."""
+        self.table = self.table.with_widened(column)
+        self.table_versions.append(self.table)
         return self.table
 
     def _pick(self, pk: Any) -> Any:

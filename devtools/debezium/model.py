@@ -125,6 +125,16 @@ class TableSchema:
             raise ValueError("only nullable columns can be added mid-stream (existing rows get null)")
         return replace(self, columns=self.columns + (column,), version=self.version + 1, _index={})
 
+    def with_widened(self, column: Column) -> TableSchema:
+        """The same column with a wider type (int32 → int64, decimal precision up at the same scale)."""
+        old = self.column(column.name)
+        widenings = {("int32", "int64")}
+        same = old.kind == column.kind == "decimal" and old.scale == column.scale and old.precision < column.precision
+        if not (same or (old.kind, column.kind) in widenings) or old.nullable != column.nullable:
+            raise ValueError(f"{old} → {column} is not a widening")
+        columns = tuple(column if c.name == column.name else c for c in self.columns)
+        return replace(self, columns=columns, version=self.version + 1, _index={})
+
 
 def default_table(
     connector: Connector = "postgresql", name: str = "customers", server: str = "dbserver1"

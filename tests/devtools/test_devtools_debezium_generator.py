@@ -201,3 +201,35 @@ def test_pk_change_records_carry_debeziums_key_headers():
     assert (d.op, c.op) == ("d", "c") and d.position == c.position
     assert d.headers == (("__debezium.newkey", {"id": 99}),)
     assert c.headers == (("__debezium.oldkey", {"id": old}),)
+
+
+def test_tie_update_reports_two_updates_of_a_key_at_one_position() -> None:
+    for connector in ("postgresql", "mysql"):
+        gen = ChangeEventGenerator(5, GeneratorConfig(connector=connector, toast_fraction=1.0))
+        gen.snapshot(3)
+        first, second = gen.tie_update(2)
+        assert (first.op, second.op, first.key, second.key) == ("u", "u", {"id": 2}, {"id": 2})
+        assert first.position == second.position and first.partition == second.partition
+        assert first.value["after"] != second.value["after"]
+        assert TOAST_PLACEHOLDER not in second.value["after"].values()  # the full row: no predecessor needed
+        assert second.value["after"] == gen.expected_rows()[2]
+        (later,) = gen.update(2)
+        assert later.position > second.position
+        assert replay(gen.records) == gen.expected_rows()
+        # a restart redelivers windows: the last delivery of a tie's records keeps their order
+        for seed in range(20):
+            assert replay(redeliver(gen.records, random.Random(seed), restarts=3, max_window=4)) == gen.expected_rows()
+
+
+def test_widen_column_is_a_new_version_and_rejects_other_changes() -> None:
+    gen = ChangeEventGenerator(9)
+    gen.snapshot(2)
+    gen.add_column(Column("n", "int32"))
+    gen.insert()
+    table = gen.widen_column(Column("n", "int64"))
+    assert (table.version, table.column("n").kind, len(gen.table_versions)) == (3, "int64", 3)
+    gen.widen_column(Column("balance", "decimal", precision=14, scale=2))
+    assert replay(gen.records + gen.random_ops(30, ALL_OPS)) == gen.expected_rows()
+    for bad in (Column("n", "int32"), Column("balance", "decimal", precision=16, scale=3), Column("name", "text")):
+        with pytest.raises(ValueError, match="not a widening"):
+            gen.widen_column(bad)
