@@ -3,7 +3,10 @@ exception at a named crash point, a dead owner, a refused batch."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+import os
+import time
+from typing import Any, Callable, Iterator
 
 from tests.conftest import REPO
 
@@ -68,3 +71,26 @@ def _owner_dead_once() -> None:
 
     dead.original = original  # type: ignore[attr-defined]
     cdc.run.owner_alive = dead
+
+
+@contextlib.contextmanager
+def local_zone(zone: str) -> Iterator[None]:
+    """This process's local time zone is ``zone`` inside the block (``TZ`` + ``time.tzset``), restored afterwards.
+    It is the driver's zone only: the JVM and its Python workers are other processes and keep theirs (the job pins
+    the Spark session's zone to UTC), but every Python-side conversion (PySpark turns collected TIMESTAMP values into
+    local naive datetimes and naive datetimes back with the local zone) follows it, as on a host in that zone.
+    Subprocesses started inside inherit it."""
+    if zone == "UTC":
+        yield
+        return
+    saved = os.environ.get("TZ")
+    os.environ["TZ"] = zone
+    time.tzset()
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = saved
+        time.tzset()

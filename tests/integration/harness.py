@@ -19,6 +19,11 @@ batches commit, then goes on; it must not regress a row) and a *lost cursor* (``
 ledger's cursor ends up beyond the high watermark; the job must refuse, and after ``--reset-cursor`` replay without
 changing anything it had).
 
+Further classes (issue 17, ``tests/integration/oracle_streams.py``): a nullable column added mid-stream (a new Avro
+schema version; sometimes widened later), same-position updates of a key (ties: the later Kafka offset wins; upsert
+tables only), schemaless JSON with ``column_types`` declaring its decimals, dates and timestamps
+(``fmt="json-schemaless"``), and runs under a non-UTC local zone (``tz``: subprocesses and in-process runs).
+
 Afterwards the table is compared with ``expected_rows()`` (hard deletes: table == oracle, row by row; soft deletes:
 live rows == oracle, every other row is flagged ``__deleted`` and its key is in ``deleted_keys()``), and the ledger is
 checked: nothing pending, incremental ranges contiguous per partition from 0 to the high watermark.
@@ -38,12 +43,13 @@ from typing import Any
 
 import yaml
 
-from devtools.debezium import (AvroSerializer, ChangeEventGenerator, GeneratorConfig, JsonSerializer,
-                               compact_deletes, move_later, produce, redeliver, replay)
+from devtools.debezium import AvroSerializer, ChangeEventGenerator, JsonSerializer, produce
 from tests.conftest import unique
 from tests.integration.cli import run_cli
-from tests.integration.crashes import Refused, _maintenance, _owner_dead_once, raise_at  # noqa: F401 (re-exported)
+from tests.integration.crashes import (Refused, _maintenance, _owner_dead_once, local_zone,  # noqa: F401 (re-exported)
+                                      raise_at)
 from tests.integration.oracle_check import check_ledger, compare
+from tests.integration.oracle_streams import TableSpec, build_stream, draw_classes  # noqa: F401 (re-exported)
 
 CRASH_POINTS = ("after_claim", "after_stage", "after_staged", "after_truncate", "after_merge", "before_commit",
                 "after_commit")
@@ -51,35 +57,16 @@ FENCE_POINTS = ("after_stage", "after_staged", "after_classify", "after_merge", 
 
 
 @dataclass
-class TableSpec:
-    seed: int
-    connector: str  # postgresql | mysql
-    delete_mode: str  # hard | soft
-    partitions: int
-    replica_identity: str
-    snapshot: int
-    ops: int
-    truncate_weight: float
-    restarts: int  # connector restarts → redelivered windows
-    adversarial: bool  # move_later (only without TOAST: a placeholder cannot be resolved before its base value)
-    compacted: bool = False  # compacted topic: most deletes are gone, their tombstones remain (not adversarial)
-    explicit_ordering: bool = False  # ordering: [source.lsn] instead of auto (PostgreSQL only)
-    write_mode: str = "upsert"  # upsert | append | scd2 (append/scd2: tests/integration/mode_oracle.py)
-    track_columns: tuple[str, ...] = ()  # scd2 only
-    failover: bool = False  # positions restart far lower halfway (upsert only): refused, then ordering_epoch raised
-
-
-@dataclass
 class Scenario:
     seed: int
-    fmt: str  # json | avro
+    fmt: str  # json | avro | json-schemaless (schemas.enable=false, decimals declared in column_types)
     tables: list[TableSpec]
     batch_sizes: list[int]  # max_records_per_partition per run (the last one repeats)
     crash: str | None = None  # kill:<point> | sigkill:<seconds> | raise:<point> | None
     crash_run: int = 0  # which run crashes
     split: float = 1.0  # share of records produced before the first run (the rest after the crash run)
     gc: bool = False  # tombstone GC (zero retention) after every run (not adversarial: see cdc.merge GC horizon)
-    tz: str = "UTC"  # time zone of the job subprocesses (lease ages must not depend on it)
+    tz: str = "UTC"  # the local time zone of the runs, subprocesses and in-process (lease ages must not depend on it)
     fence: str | None = None  # a stale writer: paused at this point while its batch is taken over and newer ones commit
     cursor_reset: bool = False  # the first table's cursor moves beyond the high watermark once: refused, then reset
 
@@ -109,12 +96,17 @@ class Scenario:
             t.failover = t.write_mode == "upsert" and not t.explicit_ordering and extra.random() < 0.25
         fence = extra.choice(FENCE_POINTS) if extra.random() < 0.2 else None
         cursor_reset = extra.random() < 0.15
+        for t in tables:
+            draw_classes(t, extra)  # schema evolution, ties (tests/integration/oracle_streams.py)
+        schemaless = extra.random() < 0.35
         batch_sizes = [rng.choice((3, 7, 15, 30, 80)) for _ in range(3)]
         crash = None
         if crash_kinds and rng.random() < crash_odds:
             kind = rng.choice(crash_kinds)
             crash = f"sigkill:{rng.uniform(10, 40):.1f}" if kind == "sigkill" else f"{kind}:{rng.choice(CRASH_POINTS)}"
-        return Scenario(seed=seed, fmt=rng.choice(("json", "json", "avro")), tables=tables, batch_sizes=batch_sizes,
+        fmt = rng.choice(("json", "json", "avro"))
+        return Scenario(seed=seed, fmt="json-schemaless" if fmt == "json" and schemaless else fmt, tables=tables,
+                        batch_sizes=batch_sizes,
                         crash=crash, crash_run=rng.randint(0, 1), split=rng.choice((1.0, 0.5)),
                         gc=not any(t.adversarial for t in tables) and rng.random() < 0.3,
                         tz=rng.choice(("UTC", "America/New_York", "Asia/Tokyo")), fence=fence,
@@ -141,46 +133,12 @@ class Outcome:
 
     def describe(self) -> str:
         s = self.scenario
-        kinds = ",".join(f"{t.connector[:2]}/{t.delete_mode}/p{t.partitions}/{t.replica_identity}"
-                         f"{'/adv' if t.adversarial else ''}{'/compacted' if t.compacted else ''}"
-                         f"{'/explicit' if t.explicit_ordering else ''}"
-                         f"{'' if t.write_mode == 'upsert' else '/' + t.write_mode}"
-                         f"{'/track' if t.track_columns else ''}{'/failover' if t.failover else ''}"
-                         for t in s.tables)
+        kinds = ",".join(t.describe() for t in s.tables)
         return (f"seed={s.seed} fmt={s.fmt} tables=[{kinds}] batches={s.batch_sizes} crash={s.crash} "
                 f"{f'fence={s.fence} ' if s.fence else ''}{'cursor-reset ' if s.cursor_reset else ''}"
                 f"{'gc ' if s.gc else ''}tz={s.tz} "
                 f"{'refused=' + ','.join(self.refused) + ' ' if self.refused else ''}"
                 f"runs={self.runs} {self.seconds:.0f}s")
-
-
-def build_stream(spec: TableSpec) -> tuple[ChangeEventGenerator, list[Any]]:
-    rng = random.Random(spec.seed ^ 0x5EED)
-    toast = 0.0 if spec.adversarial else 0.3
-    gen = ChangeEventGenerator(spec.seed, GeneratorConfig(
-        connector=spec.connector, partitions=spec.partitions, replica_identity=spec.replica_identity,
-        toast_fraction=toast, binlog_max_bytes=3_000,
-        # PK changes with TOAST placeholders (resolved across batches through the key headers); one partition only:
-        # a create merged before an unread change of its old key in a lagging partition is a documented limit
-        toast_on_pk_change=spec.partitions == 1,
-        first_lsn=(8 << 30) if spec.failover else 24_000_000))  # a failover must fall > 1 GiB to be detectable
-    records = gen.snapshot(spec.snapshot)
-    weights = {"insert": 4, "update": 5, "delete": 1.5, "change_pk": 0.5, "truncate": spec.truncate_weight}
-    if spec.failover:  # faults within each side: a connector does not redeliver the old server's log on the new one
-        before = _faults(spec, rng, records + gen.random_ops(spec.ops // 2, weights))
-        gen.failover()
-        records = before + _faults(spec, rng, gen.random_ops(spec.ops - spec.ops // 2, weights))
-    else:
-        records = _faults(spec, rng, records + gen.random_ops(spec.ops, weights))
-        assert replay(records) == gen.expected_rows(), "generator oracle and reference replay disagree"
-    if spec.compacted:
-        records = compact_deletes(records, rng)
-    return gen, records
-
-
-def _faults(spec: TableSpec, rng: random.Random, records: list[Any]) -> list[Any]:
-    records = redeliver(records, rng, restarts=spec.restarts, max_window=15)
-    return move_later(records, rng, fraction=0.08, max_shift=25) if spec.adversarial else records
 
 
 class Harness:
@@ -194,7 +152,8 @@ class Harness:
 
     def config_dict(self, scenario: Scenario, streams: list[Stream], meta: str) -> dict[str, Any]:
         raw: dict[str, Any] = {
-            "pipeline": "oracle", "kafka": {"bootstrap.servers": self.broker.bootstrap}, "format": scenario.fmt,
+            "pipeline": "oracle", "kafka": {"bootstrap.servers": self.broker.bootstrap},
+            "format": "avro" if scenario.fmt == "avro" else "json",
             "catalog": {"name": "lake", "type": "hadoop", "warehouse": str(self.warehouse)},
             "metadata_namespace": meta,
             "spark": {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
@@ -203,7 +162,8 @@ class Harness:
                         "max_dead_letter_ratio": 0.0, "compacted": s.spec.compacted,
                         **({"ordering": ["source.lsn"]} if s.spec.explicit_ordering else {}),
                         **({"write_mode": s.spec.write_mode} if s.spec.write_mode != "upsert" else {}),
-                        **({"track_columns": list(s.spec.track_columns)} if s.spec.track_columns else {})}
+                        **({"track_columns": list(s.spec.track_columns)} if s.spec.track_columns else {}),
+                        **({"column_types": declared_types(s.gen)} if scenario.fmt == "json-schemaless" else {})}
                        for s in streams],
         }
         if scenario.fmt == "avro":
@@ -226,7 +186,7 @@ class Harness:
 
                 ser: Any = AvroSerializer(SchemaRegistryClient(self.registry.client_config), topic=s.topic)
             else:
-                ser = JsonSerializer()
+                ser = JsonSerializer(schemas_enable=scenario.fmt == "json")
             produce(self.broker.bootstrap, s.topic, s.records[part], ser)
 
     # ------------------------------------------------------------------ running
@@ -271,7 +231,8 @@ class Harness:
         t0 = time.monotonic()
         out = Outcome(scenario)
         try:
-            self._run(scenario, out)
+            with local_zone(scenario.tz):  # the driver's zone; the Spark session's stays UTC (the job pins it)
+                self._run(scenario, out)
         except Exception as exc:  # noqa: BLE001 - the report names the seed; the soak goes on
             out.mismatches.append(f"run failed: {type(exc).__name__}: {str(exc).splitlines()[0][:400]}")
         out.seconds = time.monotonic() - t0
@@ -413,6 +374,14 @@ class Harness:
             raise_at(arg, lambda: self.run_inprocess(raw, size))
         else:
             raise ValueError(how)
+
+
+def declared_types(gen: ChangeEventGenerator) -> dict[str, str]:
+    """Schemaless JSON: ``column_types`` for the columns whose JSON values do not tell their type (Debezium's base64
+    ``precise`` decimals, days, µs timestamps), in the newest schema version; the rest are inferred."""
+    names = {"date": "date", "timestamp": "timestamp"}
+    return {c.name: f"decimal({c.precision},{c.scale})" if c.kind == "decimal" else names[c.kind]
+            for c in gen.table.columns if c.kind in ("decimal", "date", "timestamp")}
 
 
 def scenario_with(s: Scenario, **changes: Any) -> Scenario:
