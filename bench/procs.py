@@ -1,8 +1,11 @@
-"""Timed child processes with peak memory: the job as users run it (``python jobs/ingest.py``) and the floors.
+"""Timed child processes with peak memory and CPU time: the job as users run it (``python jobs/ingest.py``) and the
+floors.
 
 RSS is sampled from /proc every ``interval`` seconds over the whole process tree and split into the Python driver
 (the started process), the JVM (``java``) and the PySpark Python workers (``pyspark.daemon`` and its forks): peak
-of each, plus the peak single worker and the peak sum of workers."""
+of each, plus the peak single worker and the peak sum of workers. CPU time (user + system) is summed over the tree
+from the same samples (each process's last reading; a process living less than one interval is missed): on a shared
+machine it moves far less with other load than wall time does, so the benchmark reports both."""
 
 from __future__ import annotations
 
@@ -42,6 +45,19 @@ def _rss(pid: int) -> int:
         return 0
 
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICKS
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def _cmd(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -57,6 +73,11 @@ class Peaks:
     worker_max: int = 0
     workers_sum: int = 0
     samples: int = 0
+    cpu: dict[int, float] = field(default_factory=dict)  # pid -> CPU seconds at its last sample
+
+    @property
+    def cpu_seconds(self) -> float:
+        return round(sum(self.cpu.values()), 2)
 
     def as_mb(self) -> dict[str, int]:
         return {"driver_python_mb": self.driver >> 20, "jvm_mb": self.jvm >> 20,
@@ -73,6 +94,9 @@ def sample(root: int, peaks: Peaks) -> None:
     workers = 0
     for pid in tree:
         rss = _rss(pid)
+        used = _cpu(pid)
+        if used:
+            peaks.cpu[pid] = max(peaks.cpu.get(pid, 0.0), used)
         if pid == root:
             peaks.driver = max(peaks.driver, rss)
         elif "java" in _cmd(pid).split(" ", 1)[0]:
