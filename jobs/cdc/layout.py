@@ -66,6 +66,9 @@ SCD2_FIXED = (VALID_FROM, VALID_TO, IS_CURRENT)
 TOPIC, PARTITION, OFFSET, KIND = "__topic", "__partition", "__offset", "__kind"
 KAFKA_TS_MS, TS_MS, UNAVAILABLE = "__kafka_ts_ms", "__ts_ms", "__unavailable"
 ERROR_CLASS, ERROR, RAW_KEY, RAW_VALUE = "__error_class", "__error", "__raw_key", "__raw_value"
+# a change's originating server (MySQL/MariaDB ``source.server_id`` as text; NULL: none, or 0 in snapshot reads):
+# a server never seen in a partition below the position it reached is a failover (cdc.regression)
+SERVER_ID = "__server_id"
 STAGING_HEAD = (
     Column("batch_id", pa.int64(), False),
     Column(TOPIC, pa.string(), False),
@@ -78,6 +81,7 @@ STAGING_HEAD = (
 STAGING_TAIL = (
     Column(SOURCE_TS_MS, pa.int64()),
     Column(TS_MS, pa.int64()),
+    Column(SERVER_ID, pa.string()),
     Column(UNAVAILABLE, pa.list_(pa.string())),
     Column(ERROR_CLASS, pa.string()),
     Column(ERROR, pa.string()),

@@ -46,6 +46,7 @@ class LedgerRange:
     events_skipped: int = 0
     dead_letters: int = 0
     max_position: tuple[int, ...] | None = None
+    server_ids: tuple[str, ...] | None = None  # the server ids of the partition's changes (cdc.regression)
 
 
 @dataclass(frozen=True)
@@ -148,16 +149,6 @@ class Ledger:
         rows = self.spark.sql(cursor_sql(self.name, self.pipeline, table, topic)).collect()
         return {int(r["partition"]): int(r["e"]) for r in rows}
 
-    def committed_positions(self, table: str, topic: str) -> dict[int, tuple[int, ...]]:
-        """partition → the newest source position committed from it by incremental batches (``max_position``)."""
-        self._fresh()
-        rows = self.spark.sql(
-            f"SELECT `partition`, max_position FROM {self.name} WHERE {self._where(table)} AND topic = {lit(topic)} "
-            "AND status = 'committed' AND mode = 'incremental' AND max_position IS NOT NULL").collect()
-        from cdc.ledger_model import newest_positions
-
-        return newest_positions(rows)
-
     def next_batch_id(self, table: str) -> int:
         self._fresh()
         row = self.spark.sql(f"SELECT max(batch_id) AS b FROM {self.name} WHERE {self._where(table)}").first()
@@ -183,7 +174,7 @@ class Ledger:
                      f"(topic = {lit(topic)} AND status = 'committed' AND mode IN ({modes}))")
         rows = self.spark.sql(
             "SELECT batch_id, mode, topic, `partition`, start_offset, end_offset, status, events_read, events_skipped, "
-            "dead_letters, run_id, owner, claimed_at_us, max_position, truncate_barrier, top FROM ("
+            "dead_letters, run_id, owner, claimed_at_us, max_position, server_ids, truncate_barrier, top FROM ("
             f"SELECT *, unix_micros(claimed_at) AS claimed_at_us, max(batch_id) OVER (PARTITION BY table_name) AS top FROM {self.name} "
             f"WHERE {self._where(table)}) WHERE status IN ('claimed', 'staged') OR truncate_barrier IS NOT NULL "
             f"OR batch_id = top OR {committed}").collect()
@@ -216,7 +207,7 @@ class Ledger:
         values = ", ".join(
             f"({lit(self.pipeline)}, {lit(table)}, {int(batch_id)}, {lit(mode)}, {lit(r.topic)}, {int(r.partition)}, "
             f"{int(r.start)}, {int(r.end)}, 'claimed', {_NULLS}, {lit(run_id)}, {lit(process_owner())}, "
-            "current_timestamp(), CAST(NULL AS STRING))" for r in ranges)
+            "current_timestamp(), CAST(NULL AS STRING), CAST(NULL AS STRING))" for r in ranges)
         src = f"SELECT * FROM (VALUES {values}) AS v({_COLUMNS})"
         sql = (f"MERGE INTO {self.name} l USING ({src}) s ON l.pipeline = s.pipeline AND l.table_name = s.table_name "
                "AND l.batch_id = s.batch_id WHEN NOT MATCHED THEN INSERT *")
@@ -255,7 +246,7 @@ class Ledger:
         values = ", ".join(
             f"({lit(self.pipeline)}, {lit(table)}, {int(batch_id)}, 'reset', {lit(topic)}, {int(p)}, {int(old)}, "
             f"{int(new)}, 'committed', 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, current_timestamp(), {lit(run_id)}, "
-            f"{lit(process_owner())}, current_timestamp(), NULL)" for p, (old, new) in sorted(moves.items()))
+            f"{lit(process_owner())}, current_timestamp(), NULL, NULL)" for p, (old, new) in sorted(moves.items()))
         self._write("cursor reset", table, f"INSERT INTO {self.name} VALUES {values}")
 
     def release(self, table: str, batch_id: int, run_id: str) -> None:
@@ -310,13 +301,15 @@ class Ledger:
             cases = " ".join(f"WHEN {int(r.partition)} THEN {int(getattr(r, field))}" for r in ranges)
             return f"{field} = CASE `partition` {cases} ELSE 0 END"
 
-        positions = [f"WHEN {int(r.partition)} THEN {lit(json.dumps(list(r.max_position)))}" for r in ranges
-                     if r.max_position is not None]
+        def per_partition_json(field: str) -> str:
+            cases = [f"WHEN {int(r.partition)} THEN {lit(json.dumps(list(getattr(r, field))))}" for r in ranges
+                     if getattr(r, field) is not None]
+            return f"{field} = " + (f"CASE `partition` {' '.join(cases)} ELSE NULL END" if cases else "NULL")
+
         sets = ["status = 'staged'", per_partition("events_read"), per_partition("events_skipped"),
                 per_partition("dead_letters"),
                 f"truncate_barrier = {lit(json.dumps(list(barrier))) if barrier else 'NULL'}",
-                "max_position = " + (("CASE `partition` " + " ".join(positions) + " ELSE NULL END") if positions
-                                     else "NULL"),
+                per_partition_json("max_position"), per_partition_json("server_ids"),
                 "staged_at = current_timestamp()"]
         self._write("update", table, f"UPDATE {self.name} SET {', '.join(sets)} WHERE {self._where(table)} "
                                      f"AND batch_id = {int(batch_id)} AND run_id = {lit(run_id)}")
@@ -340,7 +333,7 @@ _NULLS = ("CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAS
           "CAST(NULL AS STRING), CAST(NULL AS TIMESTAMP), CAST(NULL AS TIMESTAMP)")
 _COLUMNS = ("pipeline, table_name, batch_id, mode, topic, `partition`, start_offset, end_offset, status, events_read, "
             "events_skipped, dead_letters, inserted, updated, deleted, target_snapshot_id, truncate_barrier, "
-            "phase_seconds, staged_at, committed_at, run_id, owner, claimed_at, max_position")
+            "phase_seconds, staged_at, committed_at, run_id, owner, claimed_at, max_position, server_ids")
 
 
 @dataclass(frozen=True)
@@ -352,6 +345,7 @@ class TableState:
     last_batch_id: int | None
     cursor: dict[int, int]  # the topic's committed cursor (empty without a topic)
     positions: dict[int, tuple[int, ...]]  # partition → newest committed source position (``max_position``)
+    servers: dict[int, frozenset[str]]  # partition → server ids committed (``server_ids``; absent: none recorded)
     barriers: tuple[tuple[int, tuple[int, ...]], ...]  # (batch id, truncate barrier) of every row that has one
 
     @property
@@ -383,18 +377,19 @@ def _pending(rows: Sequence[Mapping[str, Any]]) -> PendingBatch | None:
 
 def table_state(rows: Sequence[Mapping[str, Any]], table: str, topic: str | None) -> TableState:
     """``TableState`` from ledger rows (pure; ``Ledger.state`` selects the rows it needs)."""
-    from cdc.ledger_model import committed_cursor, newest_positions
+    from cdc.ledger_model import committed_cursor, known_servers, newest_positions
 
     run_ids: dict[int, set[str]] = {}
     for r in rows:
         if r["status"] in ("claimed", "staged"):
             run_ids.setdefault(int(r["batch_id"]), set()).add(r["run_id"])
     mine = [{**r, "table_name": table} for r in rows if topic is not None and r["topic"] == topic]
+    committed = [r for r in mine if r["status"] == "committed" and r["mode"] == "incremental"]
     return TableState(
         pending=_pending(rows), run_ids={b: frozenset(s) for b, s in run_ids.items()},
         last_batch_id=max((int(r["batch_id"]) for r in rows), default=None),
         cursor=committed_cursor(mine, table).get(topic, {}) if topic is not None else {},
-        positions=newest_positions(r for r in mine if r["status"] == "committed" and r["mode"] == "incremental"
-                                   and r["max_position"] is not None),
+        positions=newest_positions(r for r in committed if r["max_position"] is not None),
+        servers=known_servers(committed),
         barriers=tuple(sorted((int(r["batch_id"]), tuple(json.loads(r["truncate_barrier"]))) for r in rows
                               if r["truncate_barrier"])))

@@ -40,6 +40,9 @@ LEDGER_COLUMNS = (
     ("committed_at", "timestamp"), ("run_id", "string"), ("owner", "string"), ("claimed_at", "timestamp"),
     # newest source position of the partition's changes in the batch (JSON list; NULL: none, or an older ledger)
     ("max_position", "string"),
+    # the server ids of the partition's changes in the batch (``source.server_id``, JSON list of text, cdc.regression;
+    # NULL: no changes, or an older ledger)
+    ("server_ids", "string"),
 )
 DEAD_LETTER_COLUMNS = (
     ("pipeline", "string"), ("table_name", "string"), ("batch_id", "bigint"), ("topic", "string"),
@@ -109,6 +112,18 @@ def newest_positions(rows: Iterable[Mapping[str, Any]]) -> dict[int, tuple[int, 
         if r["max_position"]:
             pos = tuple(json.loads(r["max_position"]))
             out[r["partition"]] = max(pos, out.get(r["partition"], pos), key=lambda t: (len(t), t))
+    return out
+
+
+def known_servers(rows: Iterable[Mapping[str, Any]]) -> dict[int, frozenset[str]]:
+    """partition → every server id among ledger rows' ``server_ids`` (JSON lists); a partition none of whose rows
+    recorded ids is absent."""
+    import json
+
+    out: dict[int, frozenset[str]] = {}
+    for r in rows:
+        if r.get("server_ids") is not None:
+            out[r["partition"]] = out.get(r["partition"], frozenset()) | frozenset(json.loads(r["server_ids"]))
     return out
 
 

@@ -80,6 +80,7 @@ class TableRun:
         self._compacted: bool | None = None
         # newest committed source positions, read with the cursor (the claim fails if they moved since)
         self.positions: dict[int, tuple[int, ...]] | None = None
+        self.servers: dict[int, frozenset[str]] | None = None  # and the server ids committed (cdc.regression)
         self.movable: set[int] = set()  # partitions whose start in a new ordering_epoch this run may still move
         self.planned: TableState | None = None  # the ledger as the incremental plan read it (next batch id)
         self.claimed: TableState | None = None  # the ledger as the claim check read it (truncate barriers)
@@ -90,7 +91,8 @@ class TableRun:
         if not dry_run and self.recover(result, state.pending):
             state = self.ledger.state(self.t.target, self.t.topic)  # after the recovered batch
         with phase(result, "plan"):
-            self.planned, self.cursor, self.positions = state, state.cursor, state.positions
+            self.planned, self.cursor, self.positions, self.servers = state, state.cursor, state.positions, \
+                state.servers
             ranges = plan_incremental(self.cfg.kafka, self.t.target, self.t.topic, state.cursor,
                                       self.cfg.batch.max_records_per_partition, self.cfg.batch.read_timeout_seconds)
         self.run_ranges(result, ranges, "incremental", dry_run)
@@ -231,7 +233,7 @@ class TableRun:
             zero = PartitionCounts(0, 0, 0, 0)
             self.ledger.mark_staged(self.t.target, batch_id, self.run_id, [
                 LedgerRange(self.t.topic, r.partition, r.start, r.end, c.events_read, c.events_skipped,
-                            c.dead_letters, c.max_position)
+                            c.dead_letters, c.max_position, c.servers)
                 for r in ranges for c in [counts.get(r.partition, zero)]], stats.truncate)
         checkpoint("after_staged")
         result.events_read = sum(c.events_read for c in counts.values())
@@ -240,19 +242,14 @@ class TableRun:
         self.merge_and_commit(result, batch_id, row_cols, key, ordering, stats)
 
     def settle_regressions(self, batch_id: int, ordering: Ordering, counts: dict[int, PartitionCounts]) -> Ordering:
-        """``cdc.regression``: the ordering with a pending epoch started where positions fell far back, or
-        ``PositionRegression`` when they fell and no raised epoch waits for it."""
-        previous = self.positions if self.positions is not None \
-            else self.ledger.committed_positions(self.t.target, self.t.topic)
-        hi = regression.highest({p: c.max_position for p, c in counts.items()}, previous, len(ordering.columns))
-        lead = 0 if ordering.epochs is None else 1
-        if not regression.could_fall(ordering.kind, lead, hi, {p: c.min_columns for p, c in counts.items()}):
-            return ordering  # the usual case: no query
-        # could_fall implies a checked kind and a known position, so there is a query
-        sql = regression.first_far_back_sql(self.names.staging, batch_id, ordering.kind, ordering.columns, lead, hi)
-        found = {int(r["p"]): (int(r["first"]["o"]), tuple(int(v) for v in r["first"]["pos"]))
-                 for r in self.spark.sql(sql).collect()}
-        return regression.settle(self.t.target, self.t.topic, ordering, found, hi, self.movable)
+        """``cdc.regression.check``: the ordering with a pending epoch started where positions fell far back or a
+        new server went below them, or ``PositionRegression`` when no raised epoch waits for that."""
+        positions, servers = self.positions, self.servers
+        if positions is None or servers is None:  # a recovered batch: read what was committed
+            state = self.ledger.state(self.t.target, self.t.topic)
+            positions, servers = state.positions, state.servers
+        return regression.check(self.spark, self.names.staging, batch_id, self.t.target, self.t.topic, ordering,
+                                counts, positions, servers, self.movable)
 
     def unbound_columns(self, batch_id: int, decoder: Any, row_cols: list[Column]) -> list[Column] | None:
         """The row columns widened with the columns of staged ``UnboundColumns`` records (one record per distinct

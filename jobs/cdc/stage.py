@@ -27,6 +27,7 @@ class PartitionCounts:
     dead_letters: int
     max_position: tuple[int, ...] | None = None  # newest source position among the partition's change events
     min_columns: tuple[int | None, ...] | None = None  # each ordering column's lowest value among them (cdc.regression)
+    servers: tuple[str, ...] | None = None  # the server ids of its change events (None: no changes; cdc.regression)
 
 
 def stage(spark: Any, spec: ReadSpec, chunks: Sequence[Chunk], names: TableNames) -> None:
@@ -84,9 +85,12 @@ def batch_stats(spark: Any, staging: str, batch_id: int, ordering: Sequence[str]
     skipped = ", ".join(lit(k) for k in SKIPPED)
     position = "named_struct(" + ", ".join(f"'o{i}', {q(c)}" for i, c in enumerate(ordering)) + ")"
     lowest = "array(" + ", ".join(f"min(IF(__kind = 'change', CAST({q(c)} AS BIGINT), NULL))" for c in ordering) + ")"
-    from cdc.layout import NEW_KEY, OLD_KEY
+    from cdc.layout import NEW_KEY, OLD_KEY, SERVER_ID
 
-    headers = {OLD_KEY, NEW_KEY} <= {f.name for f in spark.table(staging).schema.fields}
+    have = {f.name for f in spark.table(staging).schema.fields}
+    headers = {OLD_KEY, NEW_KEY} <= have
+    servers = f"collect_set(IF(__kind = 'change', {q(SERVER_ID)}, NULL))" if SERVER_ID in have \
+        else "CAST(NULL AS ARRAY<STRING>)"  # staged before server ids were
     moves = (f"count_if(__kind = 'change' AND {q(OLD_KEY)} IS NOT NULL) AS mo, "
              f"count_if(__kind = 'change' AND {q(NEW_KEY)} IS NOT NULL AND __op = 'd') AS md, ") if headers else ""
     rows = spark.sql(
@@ -94,14 +98,16 @@ def batch_stats(spark: Any, staging: str, batch_id: int, ordering: Sequence[str]
         f"sum(IF(__kind = 'error', 1, 0)) AS e, array_distinct(flatten(collect_list(__unavailable))) AS u, "
         f"max(IF(__kind = 'change' AND __op = 't', {position}, NULL)) AS t, "
         f"max(IF(__kind = 'change', {position}, NULL)) AS m, "
-        f"{moves}{lowest} AS lo "
+        f"{moves}{lowest} AS lo, {servers} AS sv "
         f"FROM {staging} WHERE batch_id = {int(batch_id)} GROUP BY __partition"
     ).collect()
     truncates = [tuple(int(v) for v in r["t"]) for r in rows if r["t"] is not None]
     return BatchStats(
         partitions={int(r["p"]): PartitionCounts(int(r["p"]), int(r["n"]), int(r["s"]), int(r["e"]),
                                                  tuple(int(v) for v in r["m"]) if r["m"] is not None else None,
-                                                 tuple(None if v is None else int(v) for v in r["lo"]))
+                                                 tuple(None if v is None else int(v) for v in r["lo"]),
+                                                 tuple(sorted(r["sv"])) if r["m"] is not None and r["sv"] is not None
+                                                 else None)
                     for r in rows},
         toast_columns=tuple(sorted({c for r in rows for c in (r["u"] or [])})),
         truncate=max(truncates) if truncates else None,

@@ -44,9 +44,10 @@ def pg(op: str, key: int | None, row: dict[str, Any] | None, lsn: int, cols=COLU
 
 
 def mysql(op: str, key: int | None, row: dict[str, Any] | None, file: str, pos: int, r: int = 0,
-          cols=COLUMNS) -> tuple[bytes | None, bytes]:
-    return _event(op, key, row, {"connector": "mysql", "file": file, "pos": pos, "row": r, "ts_ms": 1700000000000},
-                  cols)
+          cols=COLUMNS, server_id: int | None = None) -> tuple[bytes | None, bytes]:
+    """A MySQL change event; ``server_id``: the event's originating server (``source.server_id``), when given."""
+    source = {"connector": "mysql", "file": file, "pos": pos, "row": r, "ts_ms": 1700000000000}
+    return _event(op, key, row, source if server_id is None else {**source, "server_id": server_id}, cols)
 
 
 def _event(op, key, row, source, cols) -> tuple[bytes | None, bytes]:

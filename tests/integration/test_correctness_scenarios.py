@@ -392,6 +392,39 @@ def test_scenario_05_a_failover_inside_a_batch_is_refused_and_the_epoch_starts_w
     assert p.rows() == final
 
 
+def test_scenario_05_a_failover_to_another_server_slightly_behind_is_refused_until_the_ordering_epoch_is_raised(
+        make_pipe):
+    """A MySQL failover to a replica whose binlog is only a little behind is no far fall: before the server rule the
+    new server's changes were silently skipped as older. Partition 0: the new server's first change is below what was
+    committed (one binlog file back); partition 1: it is above that but below the old server's last change in the
+    same batch (same file, lower position)."""
+    from dataclasses import replace
+
+    from cdc.errors import PositionRegression
+
+    f11, f12 = "mysql-bin.000011", "mysql-bin.000012"
+    p = make_pipe(partitions=2)
+    p.send(mysql("c", 1, row(1, "a"), f12, 900, server_id=1), mysql("c", 3, row(3, "c"), f12, 910, server_id=1))
+    p.send(mysql("c", 2, row(2, "b"), f12, 950, server_id=1), partition=1)
+    p.run()
+    p.send(mysql("u", 1, row(1, "after failover"), f11, 7000, server_id=2),  # offset 2
+           mysql("u", 3, row(3, "after failover"), f11, 7010, server_id=2))
+    p.send(mysql("u", 2, row(2, "before failover"), f12, 1000, server_id=1),  # offset 1
+           mysql("u", 2, row(2, "after failover"), f12, 980, server_id=2), partition=1)  # offset 2
+    with pytest.raises(PositionRegression) as err:
+        p.run()
+    msg = str(err.value)
+    assert p.topic in msg and "partition 0 offset 2" in msg and "server_id 2" in msg and "ordering_epoch" in msg
+    assert p.rows() == {1: ("a", None), 2: ("b", None), 3: ("c", None)}  # nothing merged
+    p.cfg = replace(p.cfg, tables=(replace(p.table, ordering_epoch=1),))  # the documented way on
+    assert p.run()["status"] == "committed"
+    final = {1: ("after failover", None), 2: ("after failover", None), 3: ("after failover", None)}
+    assert p.rows() == final and p.rows("__ordering_epoch") == {1: (1,), 2: (1,), 3: (1,)}
+    # the new server is known now: its redelivered change (a connector restart) is no failover, and changes nothing
+    p.send(mysql("u", 1, row(1, "after failover"), f11, 7000, server_id=2))
+    assert p.run()["status"] == "committed" and p.rows() == final
+
+
 # ---- scenario 6: compacted topics ----------------------------------------------------------------------------------
 
 def test_scenario_06_on_a_compacted_topic_a_kafka_tombstone_deletes_its_key(make_pipe):

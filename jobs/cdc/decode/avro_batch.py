@@ -29,6 +29,8 @@ from cdc.decode.avro import _HEADER
 from cdc.decode.avro_group import GroupPlan, vector_converter
 from cdc.decode.avro_positions import SOURCE_FIELDS, positions
 from cdc.decode.model import CHANGE, MESSAGE, TOMBSTONE
+from cdc.layout import SERVER_ID
+from cdc.regression import NO_SERVER
 
 Message = tuple[int, Any, Any, Any]  # (offset, timestamp ms or None, key bytes, value bytes)
 
@@ -159,10 +161,20 @@ def _decode_group(spec: Any, topic: str, partition: int, group: Sequence[Message
                                           pc.struct_field(source, ["ts_ms"]).cast(pa.int64()))
     arrays["__ts_ms"] = pc.if_else(is_m, pa.nulls(n, pa.int64()), table.column("ts_ms").combine_chunks()
                                    .cast(pa.int64())) if "ts_ms" in table.column_names else pa.nulls(n, pa.int64())
+    arrays[SERVER_ID] = pc.if_else(is_m, pa.nulls(n, pa.string()), _servers(source))
     arrays["__unavailable"] = unavailable
     arrays.update(cols)
     batch = pa.RecordBatch.from_arrays([arrays[f.name].cast(f.type) for f in schema], schema=schema)
     return batch.filter(mask), rest
+
+
+def _servers(source: pa.StructArray) -> pa.Array:
+    """``cdc.regression.server_identity`` of each ``source.server_id`` (text; NULL for 0 and missing ids)."""
+    names = {source.type.field(i).name for i in range(source.type.num_fields)}
+    if "server_id" not in names:
+        return pa.nulls(len(source), pa.string())
+    ids = pc.struct_field(source, ["server_id"]).cast(pa.string())
+    return pc.if_else(pc.is_in(ids, pa.array(NO_SERVER, pa.string())), pa.nulls(len(source), pa.string()), ids)
 
 
 def _ordering(ordering: Any, source: pa.StructArray, table: pa.Table, op: pa.Array, partition: int,

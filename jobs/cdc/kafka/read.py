@@ -24,8 +24,9 @@ from cdc.errors import BadRecordError, CdcError, DecodeError, OrderingError, Unb
 from cdc.kafka import headers
 from cdc.kafka.ranges import consume_range
 from cdc.layout import (ERROR, ERROR_CLASS, KAFKA_TS_MS, KIND, OFFSET, OP, PARTITION, RAW_KEY, RAW_VALUE,
-                        SOURCE_TS_MS, TOPIC, TS_MS, UNAVAILABLE)
+                        SERVER_ID, SOURCE_TS_MS, TOPIC, TS_MS, UNAVAILABLE)
 from cdc.ordering import Ordering
+from cdc.regression import server_identity
 from cdc.tables import arrow_schema
 
 ROWS_PER_BATCH = 10_000
@@ -125,8 +126,8 @@ def stage_record(spec: ReadSpec, topic: str, partition: int, offset: int, ts_ms:
                 row.update({k: ev.key.get(k) for k in spec.key})
             return row
         row: dict[str, Any] = {**base, KIND: CHANGE, OP: ev.op, SOURCE_TS_MS: ev.source.get("ts_ms"),
-                               TS_MS: ev.ts_ms, UNAVAILABLE: list(ev.unavailable) or None,
-                               RAW_KEY: None, RAW_VALUE: None}
+                               TS_MS: ev.ts_ms, SERVER_ID: server_identity(ev.source.get("server_id")),
+                               UNAVAILABLE: list(ev.unavailable) or None, RAW_KEY: None, RAW_VALUE: None}
         position = spec.ordering.position(ev.source, ev.ts_ms, ev.op, partition, offset)
         row.update(zip(spec.ordering.columns, position))
         if ev.op != "t":

@@ -8,20 +8,22 @@ from cdc.ledger import table_state
 
 
 def row(batch: int, status: str, mode: str = "incremental", topic: str = "t", partition: int = 0, end: int = 0,
-        run: str = "r", position: str | None = None, barrier: str | None = None) -> dict[str, Any]:
+        run: str = "r", position: str | None = None, barrier: str | None = None, servers: str | None = None
+        ) -> dict[str, Any]:
     return {"batch_id": batch, "mode": mode, "topic": topic, "partition": partition, "start_offset": 0,
             "end_offset": end, "status": status, "events_read": 1, "events_skipped": 0, "dead_letters": 0,
             "run_id": run, "owner": f"h:{run}", "claimed_at_us": 5, "max_position": position,
-            "truncate_barrier": barrier}
+            "truncate_barrier": barrier, "server_ids": servers}
 
 
 ROWS = [
-    row(1, "committed", end=10, position="[100]"), row(1, "committed", partition=1, end=4, position="[90]"),
-    row(2, "committed", mode="backfill", end=3, position="[50]", barrier="[40]"),
-    row(3, "committed", end=20, position="[80]"),  # a redelivered older change: not the newest position
+    row(1, "committed", end=10, position="[100]", servers='["1"]'),
+    row(1, "committed", partition=1, end=4, position="[90]", servers="[]"),
+    row(2, "committed", mode="backfill", end=3, position="[50]", barrier="[40]", servers='["8"]'),
+    row(3, "committed", end=20, position="[80]", servers='["1", "2"]'),  # a redelivered older change
     row(4, "committed", mode="reset", partition=1, end=2),
     row(5, "committed", topic="other", end=99, position="[999]", barrier="[70]"),
-    row(7, "claimed", end=30, run="b"), row(7, "claimed", partition=1, end=8, run="b"),
+    row(7, "claimed", end=30, run="b", servers='["9"]'), row(7, "claimed", partition=1, end=8, run="b"),
     row(6, "staged", end=25, run="a"), row(6, "staged", end=25, run="c"),
 ]
 
@@ -30,6 +32,7 @@ def test_cursor_positions_and_next_batch_id_of_the_topic() -> None:
     s = table_state(ROWS, "db.t", "t")
     assert s.cursor == {0: 20, 1: 2}  # newest committed incremental/reset row per partition; backfills never move it
     assert s.positions == {0: (100,), 1: (90,)}  # newest by position, committed incremental rows of the topic only
+    assert s.servers == {0: {"1", "2"}, 1: set()}  # every server id of the same rows (partition 1: snapshot reads)
     assert s.next_batch_id == 8
 
 
@@ -46,6 +49,6 @@ def test_barrier_before_a_batch_is_the_newest_of_earlier_rows() -> None:
 
 def test_no_topic_and_no_rows() -> None:
     s = table_state(ROWS, "db.t", None)
-    assert s.cursor == {} and s.positions == {} and s.next_batch_id == 8
+    assert s.cursor == {} and s.positions == {} and s.servers == {} and s.next_batch_id == 8
     empty = table_state([], "db.t", "t")
     assert empty.pending is None and empty.next_batch_id == 1 and empty.cursor == {} and empty.barrier_before(9) is None

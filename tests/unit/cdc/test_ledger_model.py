@@ -33,3 +33,11 @@ def test_newest_positions_per_partition_epoch_positions_win():
             {"partition": 1, "max_position": None}, {"partition": 1, "max_position": "[90, 90]"},
             {"partition": 1, "max_position": "[1, 2, 3]"}]
     assert newest_positions(rows) == {0: (7, 1), 1: (1, 2, 3)}
+
+
+def test_known_servers_per_partition_none_recorded_is_absent():
+    from cdc.ledger_model import known_servers
+
+    rows = [{"partition": 0, "server_ids": '["1"]'}, {"partition": 0, "server_ids": '["2", "1"]'},
+            {"partition": 1, "server_ids": None}, {"partition": 2, "server_ids": "[]"}, {"partition": 3}]
+    assert known_servers(rows) == {0: {"1", "2"}, 2: set()}

@@ -163,6 +163,55 @@ def test_scenario_05_a_raised_epoch_starts_where_positions_fell_else_the_batch_i
         settle("t", "x", got, {0: (9, (1, 1, 4, 0))}, {0: (1, 12, 1000, 0)})
 
 
+def test_scenario_05_a_server_never_seen_in_the_partition_below_what_it_reached_is_a_failover():
+    """The server rule (cdc.regression): a failover to a replica only slightly behind is no far fall."""
+    from cdc.regression import Fall, new_server_falls
+
+    known, previous = {0: {"1"}}, {0: (12, 900, 0)}
+
+    def falls(*firsts, known=known, previous=previous, width=3):
+        return new_server_falls([(0, *f) for f in firsts], known, previous, width)
+
+    assert falls(("2", 7, (12, 500, 0), None)) == {0: Fall(7, (12, 500, 0), (12, 900, 0), "2")}  # same file, lower
+    assert falls(("2", 7, (11, 99_999, 0), None))[0].offset == 7  # one file back
+    assert falls(("2", 7, (12, 950, 0), None)) == {}  # a new server ahead: the order holds (multi-source)
+    assert falls(("2", 7, (12, 900, 0), None)) == {}  # equal: the later Kafka offset wins the tie anyway
+    assert falls(("1", 7, (12, 500, 0), None)) == {}  # a known server below: a connector restart's redelivery
+    assert falls(("0", 7, (12, 500, 0), None)) == {}  # snapshot reads carry server_id 0: no server
+    # in the batch: below a change at an earlier offset, though above everything committed
+    assert falls(("2", 7, (12, 950, 0), (12, 1000, 0))) == {0: Fall(7, (12, 950, 0), (12, 1000, 0), "2")}
+    assert falls(("2", 9, (12, 500, 0), None), ("3", 5, (12, 600, 0), None))[0].server == "3"  # the first one
+    # a partition whose ledger recorded no server ids (older ledger): compared within the batch only
+    assert falls(("1", 7, (12, 500, 0), None), known={}) == {}
+    assert falls(("1", 7, (12, 500, 0), (12, 600, 0)), known={})[0].reached == (12, 600, 0)
+    # a partition whose committed changes were snapshot reads only (no server): compared with them
+    assert falls(("1", 7, (12, 500, 0), None), known={0: set()})[0].reached == (12, 900, 0)
+    # with the epoch column: a pre-epoch ledger position is epoch 0; a change of a newer epoch is never below
+    assert falls(("2", 7, (0, 12, 500, 0), None), width=4)[0].reached == (0, 12, 900, 0)
+    assert falls(("2", 7, (1, 1, 4, 0), None), width=4) == {}
+
+
+def test_scenario_05_server_ids_are_staged_as_text_without_snapshot_zeros_and_new_ones_found_per_partition():
+    from cdc.regression import server_identity, unknown_servers
+
+    assert [server_identity(v) for v in (223344, "7", 0, "0", None, "")] == ["223344", "7", None, None, None, None]
+    assert unknown_servers({0: ("1", "2"), 1: ("1",), 2: None, 3: (), 4: ("5",)}, {0: {"1"}, 1: {"1"}, 3: {"9"}}) == \
+        {0: frozenset({"2"}), 4: frozenset({"5"})}
+
+
+def test_scenario_05_a_new_server_below_is_refused_naming_it_or_starts_the_raised_epoch_there():
+    from cdc.errors import PositionRegression
+    from cdc.ordering import Ordering
+    from cdc.regression import PENDING, Fall, settle
+
+    with pytest.raises(PositionRegression, match=r"partition 0 offset 7: .*server_id 2 .*never seen.*\[12, 500, 0\]"
+                       r".*\[12, 900, 0\].*ordering_epoch to 1"):
+        settle("t", "x", Ordering("mysql"), {0: Fall(7, (12, 500, 0), (12, 900, 0), "2")}, {0: (12, 950, 0)})
+    raised = Ordering("mysql").with_epoch(1, {0: PENDING})
+    got = settle("t", "x", raised, {0: Fall(7, (0, 12, 500, 0), (0, 12, 900, 0), "2")}, {0: (0, 12, 950, 0)})
+    assert got.epochs == ((1, ((0, 7),)),)
+
+
 # ---- connectors beyond PostgreSQL and MySQL ----------------------------------------------------------------------
 FIXTURES = Path(__file__).resolve().parents[4] / "shared" / "fixtures" / "debezium"
 

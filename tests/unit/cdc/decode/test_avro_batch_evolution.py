@@ -139,9 +139,9 @@ def test_bytes_and_decimal_defaults_are_read_as_the_bytes_they_encode(registry):
 
 # ------------------------------------------------------------------------------------- real Debezium schemas
 
-def _mysql_source(pos: int, row: int = 0) -> dict:
+def _mysql_source(pos: int, row: int = 0, server_id: int = 223344) -> dict:
     return {"version": "1.9.7.Final", "connector": "mysql", "name": "dbserver1", "ts_ms": 1_700_000_000_000,
-            "snapshot": "false", "db": "inventory", "sequence": None, "table": "customers", "server_id": 223344,
+            "snapshot": "false", "db": "inventory", "sequence": None, "table": "customers", "server_id": server_id,
             "gtid": None, "file": "mysql-bin.000003", "pos": pos, "row": row, "thread": None, "query": None}
 
 
@@ -183,7 +183,8 @@ def test_real_mysql_customers_schema_with_added_defaulted_and_dropped_columns(re
             row = {"id": 10 * version + i, "first_name": f"f{i}", "last_name": PLACEHOLDER if i == 1 else "l",
                    "email": f"e{i}@x", "loyalty": None if i % 2 else i, "tier": "gold"}
             for op, before, after in (("r", None, row), ("u", row, row), ("d", row, None)):
-                value = {"before": before, "after": after, "source": _mysql_source(pos, i), "op": op,
+                server = (223344, 0, 7, 2**32 - 1)[i]  # 0: snapshot reads (no server)
+                value = {"before": before, "after": after, "source": _mysql_source(pos, i, server), "op": op,
                          "ts_ms": pos, "transaction": None}
                 msgs.append((len(msgs), pos, wire(kid, kparsed, {"id": row["id"]}), wire(sid, parsed, value)))
         msgs.append((len(msgs), None, None, wire(sid, parsed, {"before": None, "after": None, "op": "t",
@@ -196,6 +197,7 @@ def test_real_mysql_customers_schema_with_added_defaulted_and_dropped_columns(re
     changes = out[False].filter(pa.compute.equal(out[False].column("__op"), "r"))
     assert changes.column("tier").to_pylist()[:4] == ["basic"] * 4  # v1 records: the reader default
     assert changes.column("email").to_pylist() == [None] * len(changes)  # dropped in the newest schema
+    assert changes.column("__server_id").to_pylist()[:4] == ["223344", None, "7", "4294967295"]  # cdc.regression
     assert fast_share(registry.url, topic, msgs, existing=table, connector="mysql") == (len(msgs), 0)
 
 
