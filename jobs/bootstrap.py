@@ -8,7 +8,8 @@
 Without ``--table``: every table of the pipeline that has a ``bootstrap`` section. A non-empty target is refused
 unless ``--replace``. The last line of stdout is a JSON summary (per table: rows, source position, seconds). Exit
 codes as ``jobs/ingest.py`` (``cdc.cli_contract.ExitCode``): 0 ok, 2 a person must act (config, non-empty target,
-unsupported column type), 75 transient (source database unreachable, an ingest run is active), 1 anything else.
+unsupported column type, the source database refuses the login), 75 transient (source database unreachable,
+connector slot not caught up in time, an ingest batch of the table pending), 1 anything else.
 Errors are one line on stderr; passwords never appear in them.
 """
 
@@ -83,10 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg, tables = bootstrap_tables(load_config(args.config), args.table)
         from cdc.bootstrap import check_table, run_bootstrap
+        from cdc.bootstrap_source import probe_source
         from cdc.session import build_session
 
         for t in tables:
-            check_table(cfg, t)
+            probe_source(check_table(cfg, t), t.target)  # config and source login checked before Spark starts
         spark = build_session(cfg, f"cdc-bootstrap-{cfg.pipeline}", args.master)
         out = [run_bootstrap(spark, cfg, t, args.replace) for t in tables]
         summary = {"pipeline": cfg.pipeline, "mode": "bootstrap", "tables": out}

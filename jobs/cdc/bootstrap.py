@@ -158,13 +158,15 @@ def recorded(spark: Any, ledger: str, pipeline: str, table: str, run_id: str) ->
 
 
 def write_ledger_row(spark: Any, ledger: str, row: dict[str, Any]) -> None:
-    cols, values = [], []
-    for k, v in row.items():
-        cols.append(f"`{k}`")
-        values.append("NULL" if v is None else str(int(v)) if isinstance(v, int) else lit(str(v)))
-    cols += ["`staged_at`", "`committed_at`", "`claimed_at`"]
-    values += ["current_timestamp()"] * 3
-    spark.sql(f"INSERT INTO {ledger} ({', '.join(cols)}) VALUES ({', '.join(values)})")
+    """``row`` into every column of the ledger as it is (the times: now; columns the row lacks: NULL)."""
+    values = []
+    spark.catalog.refreshTable(ledger)
+    columns = spark.table(ledger).columns
+    for k in columns:
+        v = row.get(k)
+        values.append("current_timestamp()" if k in ("staged_at", "committed_at", "claimed_at") else
+                      "NULL" if v is None else str(int(v)) if isinstance(v, int) else lit(str(v)))
+    spark.sql(f"INSERT INTO {ledger} ({', '.join(f'`{k}`' for k in columns)}) VALUES ({', '.join(values)})")
 
 
 def run_bootstrap(spark: Any, cfg: PipelineConfig, t: TableConfig, replace: bool = False) -> dict[str, Any]:

@@ -25,11 +25,12 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from cdc.bootstrap_config import BootstrapConfig
 from cdc.bootstrap_types import ColumnRead, column_read, lsn_to_int, quote_pg
-from cdc.errors import ConfigError, RetryableError, TerminalError
+from cdc.errors import CdcError, ConfigError, RetryableError, TerminalError
 
 APPLICATION_NAME = "cdc-bootstrap"
 DRIVER = "org.postgresql.Driver"
 INTEGER_TYPES = ("smallint", "integer", "bigint")
+CONNECT_TIMEOUT = "10"  # seconds (libpq connect_timeout; the JDBC driver's connectTimeout default), unless the URL says
 
 
 def open_source(spark: Any, cfg: BootstrapConfig, target: str) -> Any:
@@ -53,6 +54,7 @@ def conninfo(jdbc_url: str, user: str = "", password: str = "") -> dict[str, Any
     for k in ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout"):
         if k in query:
             out[k] = query[k]
+    out.setdefault("connect_timeout", CONNECT_TIMEOUT)
     user = user or query.get("user", "")
     password = password or query.get("password", "")
     if user:
@@ -104,19 +106,17 @@ class PostgresSnapshot:
     def where(self) -> str:
         return f"bootstrap of {self.target} from {self.cfg.source_table}"
 
-    def __enter__(self) -> "PostgresSnapshot":
+    def connect(self, **kwargs: Any) -> Any:
+        """A psycopg connection to the source, or the error a failed one means (``connect_error``)."""
         import psycopg
 
         try:
-            self.conn = psycopg.connect(**conninfo(self.cfg.jdbc_url, self.cfg.user, self.cfg.password),
-                                        autocommit=True)
+            return psycopg.connect(**conninfo(self.cfg.jdbc_url, self.cfg.user, self.cfg.password), **kwargs)
         except psycopg.OperationalError as exc:
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            if "password" in text.lower() or "authentication" in text.lower() or "role" in text.lower():
-                raise TerminalError(f"{self.where()}: the source database refused the login ({text}); fix "
-                                    "bootstrap.user / bootstrap.password") from None
-            raise RetryableError(f"{self.where()}: cannot connect to the source database ({text}); retry later") \
-                from None
+            raise connect_error(self.where(), exc) from None
+
+    def __enter__(self) -> "PostgresSnapshot":
+        self.conn = self.connect(autocommit=True)
         try:
             self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             row = self.conn.execute("SELECT pg_export_snapshot(), pg_current_wal_lsn()::text, "
@@ -164,17 +164,19 @@ class PostgresSnapshot:
 
     def wait_for_connector(self, sleep: float = 1.0) -> float:
         """Until the connector's replication slot (``connector_slot``) has confirmed the snapshot's WAL position,
-        i.e. every change the snapshot holds is in Kafka; the seconds waited (0 without a slot configured)."""
+        i.e. every change the snapshot holds is in Kafka; the seconds waited (0 without a slot configured: a WARNING
+        line on stderr says what that risks)."""
+        import sys
         import time
-
-        import psycopg
 
         slot = self.cfg.connector_slot
         if not slot:
+            print(f"WARNING {self.where()}: no bootstrap.connector_slot; if the Debezium connector lags behind the "
+                  "snapshot, readers may see older versions of some rows until ingest catches up (set it to the "
+                  "connector's slot.name)", file=sys.stderr, flush=True)
             return 0.0
         started = time.monotonic()
-        with psycopg.connect(**conninfo(self.cfg.jdbc_url, self.cfg.user, self.cfg.password),
-                             autocommit=True) as conn:
+        with self.connect(autocommit=True) as conn:
             while True:
                 row = conn.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
                                    (slot,)).fetchone()
@@ -217,6 +219,33 @@ class PostgresSnapshot:
         row = self.query(f"SELECT min({quote_pg(column)})::bigint, max({quote_pg(column)})::bigint "
                          f"FROM {qualified(self.cfg.source_table)}")[0]
         return row[0], row[1]
+
+
+# Connection failures that say "later", though the server answered (FATAL); every other FATAL is a refusal
+_TRANSIENT = ("starting up", "shutting down", "in recovery mode", "too many clients", "connection slots",
+              "terminating connection")
+
+
+def connect_error(where: str, exc: BaseException) -> CdcError:
+    """What a failed connection to the source means: the server refused it (a FATAL answer: wrong password or role,
+    no such database, no pg_hba.conf entry, no CONNECT privilege; libpq's "no password supplied"): a person must act,
+    ``TerminalError`` (exit 2). Unreachable (refused, timed out, unknown host), starting up, shutting down or out of
+    connection slots: ``RetryableError`` (exit 75). The message is libpq's first line (never the password)."""
+    text = _first_line(exc)
+    low = text.lower()
+    refused = ("fatal:" in low and not any(m in low for m in _TRANSIENT)) or "password" in low \
+        or "authentication" in low
+    if refused:
+        return TerminalError(f"{where}: the source database refused the connection ({text}); fix bootstrap.jdbc_url "
+                             "(database), bootstrap.user / bootstrap.password or the server's pg_hba.conf")
+    return RetryableError(f"{where}: cannot connect to the source database ({text}); retry later")
+
+
+def probe_source(cfg: BootstrapConfig, target: str) -> None:
+    """Fail before Spark starts when the source database cannot be reached or refuses the login (PostgreSQL; a
+    MySQL/MariaDB source is first reached through the JDBC driver, in the Spark driver's JVM)."""
+    if not cfg.is_mysql:
+        PostgresSnapshot(cfg, target).connect().close()
 
 
 def format_lsn(lsn: int) -> str:

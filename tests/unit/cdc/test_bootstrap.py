@@ -10,11 +10,12 @@ import pytest
 
 from cdc.bootstrap_config import BootstrapConfig
 from cdc.bootstrap_horizon import Visibility, seen_position
-from cdc.bootstrap_source import conninfo, qualified, session_init, split_table
+from cdc.bootstrap_source import (PostgresSnapshot, conninfo, connect_error, probe_source, qualified, session_init,
+                                  split_table)
 from cdc.bootstrap_types import arrow_type_of, column_read, lsn_to_int
 from cdc.config import parse_config
 from cdc.decode.json import JsonDecoder
-from cdc.errors import ConfigError, TerminalError
+from cdc.errors import ConfigError, RetryableError, TerminalError
 from cdc.ledger_model import BOOTSTRAP_MODE, bootstrap_horizon, bootstrap_row, committed_cursor
 
 BASE = {"pipeline": "p", "kafka": {"bootstrap.servers": "k:9092"}, "format": "json",
@@ -78,6 +79,13 @@ def _decimal(p, s):
             "parameters": {"scale": str(s), "connect.decimal.precision": str(p)}}
 
 
+def _money():  # Decimal.builder(money.fraction.digits): a scale, no precision
+    return {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "version": 1,
+            "parameters": {"scale": "2"}}
+
+
+ENUM = "cdc_mood"  # an enum type (pg_type.typtype 'e') the integration test creates
+EXTENSIONS = {"citext": "citext", "ltree": "ltree"}  # types from contrib extensions (CREATE EXTENSION)
 VSD = {"type": "struct", "name": "io.debezium.data.VariableScaleDecimal", "fields": [
     {"type": "int32", "optional": False, "field": "scale"}, {"type": "bytes", "optional": False, "field": "value"}]}
 # PostgreSQL type → the Connect schema Debezium's PostgreSQL connector gives it (default handling modes)
@@ -101,7 +109,21 @@ DEBEZIUM = {
     "xml": {"type": "string", "name": "io.debezium.data.Xml"},
     "integer[]": {"type": "array", "items": {"type": "int32", "optional": True}},
     "text[]": {"type": "array", "items": {"type": "string", "optional": True}},
+    "name": {"type": "string"}, "inet": {"type": "string"}, "cidr": {"type": "string"},
+    "macaddr": {"type": "string"}, "macaddr8": {"type": "string"}, "citext": {"type": "string"},
+    "ltree": {"type": "string", "name": "io.debezium.data.Ltree", "version": 1},
+    ENUM: {"type": "string", "name": "io.debezium.data.Enum", "version": 1, "parameters": {"allowed": "sad,happy"}},
+    "int4range": {"type": "string"}, "int8range": {"type": "string"}, "numrange": {"type": "string"},
+    "daterange": {"type": "string"}, "tsrange": {"type": "string"},
+    "money": _money(),
+    "interval": {"type": "int64", "name": "io.debezium.time.MicroDuration", "version": 1},
+    "interval day to second(3)": {"type": "int64", "name": "io.debezium.time.MicroDuration", "version": 1},
 }
+
+
+def kind(pg_type: str) -> str:
+    """pg_type.typtype of a column type of DEBEZIUM."""
+    return "e" if pg_type == ENUM else "b"
 
 
 def debezium_columns() -> dict[str, pa.DataType]:
@@ -122,14 +144,17 @@ def debezium_columns() -> dict[str, pa.DataType]:
 
 @pytest.mark.parametrize("i, pg_type", list(enumerate(DEBEZIUM)))
 def test_jdbc_type_matches_the_debezium_path(i: int, pg_type: str) -> None:
-    assert arrow_type_of(pg_type) == debezium_columns()[f"c{i}"], pg_type
+    assert arrow_type_of(pg_type, kind(pg_type)) == debezium_columns()[f"c{i}"], pg_type
+    column_read(f"c{i}", pg_type, kind(pg_type))  # and it has a read plan
 
 
-def test_enum_is_a_string_and_unmapped_types_are_refused_naming_the_column() -> None:
-    assert arrow_type_of("mood", "e") == pa.string()
-    for pg_type in ("interval", "money", "point", "numeric(40,2)", "interval[]"):
-        with pytest.raises(TerminalError, match=r"bootstrap of public.t: column 'c' has type"):
-            column_read("c", pg_type, "b", "public.t")
+@pytest.mark.parametrize("pg_type, why", [
+    ("tstzrange", "time zone of the connector's JVM"), ("hstore", "HashMap order"), ("point", "no mapping"),
+    ("numeric(40,2)", "precision above 38"), ("interval[]", "only arrays of"), ("money[]", "only arrays of"),
+    ("name[]", "only arrays of"), ("bit(1)[]", "only arrays of"), ("bit(8)", "no mapping")])
+def test_types_debezium_renders_differently_are_refused_naming_the_column_and_why(pg_type: str, why: str) -> None:
+    with pytest.raises(TerminalError, match=rf"bootstrap of public.t: column 'c' has type .*{why}.*view that casts"):
+        column_read("c", pg_type, "b", "public.t")
 
 
 def test_reads_avoid_time_zones_and_odd_jdbc_types() -> None:
@@ -138,7 +163,8 @@ def test_reads_avoid_time_zones_and_odd_jdbc_types() -> None:
     assert "EXTRACT(EPOCH FROM \"t\")" in column_read("t", "timestamp with time zone").select
     assert column_read("t", "timestamp with time zone").convert == "timestamp_micros(`t`) AS `t`"
     assert column_read("t", "timestamp(6) without time zone").convert == "CAST(`t` AS TIMESTAMP_NTZ) AS `t`"
-    assert column_read("u", "uuid").select == "\"u\"::text AS \"u\""
+    assert column_read("u", "uuid").select == "CASE WHEN \"u\" IS NULL THEN NULL ELSE format('%s', \"u\") END AS \"u\""
+    assert column_read("m", "money").convert == "CAST(`m` AS DECIMAL(38,2)) AS `m`"
     assert column_read("n", "numeric").convert == "CAST(`n` AS DECIMAL(38,10)) AS `n`"
     assert column_read('we"ird', "text").select == '"we""ird" AS "we""ird"'
 
@@ -171,8 +197,49 @@ def test_seen_position_needs_a_transaction_id() -> None:
 def test_conninfo_from_jdbc_url() -> None:
     info = conninfo("jdbc:postgresql://db.example:6543/inv?sslmode=require&user=u", "", "pw")
     assert info == {"host": "db.example", "port": 6543, "dbname": "inv", "application_name": "cdc-bootstrap",
-                    "sslmode": "require", "user": "u", "password": "pw"}
+                    "sslmode": "require", "user": "u", "password": "pw", "connect_timeout": "10"}
     assert conninfo("jdbc:postgresql://h/d", "app")["port"] == 5432
+    assert conninfo("jdbc:postgresql://h/d?connect_timeout=3")["connect_timeout"] == "3"
+
+
+AT = 'connection failed: connection to server at "127.0.0.1", port 5432 failed: '
+
+
+@pytest.mark.parametrize("message, exit_code", [
+    (AT + 'FATAL:  password authentication failed for user "app"', 2),
+    (AT + 'FATAL:  role "nobody" does not exist', 2),
+    (AT + 'FATAL:  database "nodb" does not exist', 2),
+    (AT + 'FATAL:  no pg_hba.conf entry for host "10.0.0.1", user "app", database "inv", no encryption', 2),
+    (AT + 'FATAL:  permission denied for database "inv"', 2),
+    ("connection failed: fe_sendauth: no password supplied", 2),
+    (AT + "Connection refused\n\tIs the server running on that host and accepting TCP/IP connections?", 75),
+    ('connection failed: connection to server at "10.9.9.9", port 5432 failed: timeout expired', 75),
+    ('connection failed: could not translate host name "db" to address: Name or service not known', 75),
+    (AT + "FATAL:  the database system is starting up", 75),
+    (AT + "FATAL:  the database system is shutting down", 75),
+    (AT + "FATAL:  sorry, too many clients already", 75),
+    (AT + "FATAL:  remaining connection slots are reserved for roles with the SUPERUSER attribute", 75),
+])
+def test_a_failed_connection_says_who_must_act(message: str, exit_code: int) -> None:
+    """A refusal by the server (login, database, pg_hba) needs a person (2); an unreachable or busy server is
+    retried (75). One line, naming the table."""
+    err = connect_error("bootstrap of ns.t from public.t", Exception(message))
+    assert err.exit_code == exit_code, err
+    assert str(err).startswith("bootstrap of ns.t from public.t: ") and "\n" not in str(err)
+
+
+def test_an_unreachable_database_is_retryable_and_never_shows_the_password() -> None:
+    import socket
+
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = BootstrapConfig(f"jdbc:postgresql://127.0.0.1:{port}/inv", "public.t", user="app", password="pw-S3cret")
+    with pytest.raises(RetryableError, match=f"bootstrap of ns.t from public.t: cannot connect .*port {port}") as err:
+        probe_source(cfg, "ns.t")
+    assert err.value.exit_code == 75 and "pw-S3cret" not in str(err.value)
+    with pytest.raises(RetryableError):
+        PostgresSnapshot(cfg, "ns.t").__enter__()
 
 
 def test_table_names_and_session_init() -> None:
