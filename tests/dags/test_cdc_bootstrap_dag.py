@@ -1,10 +1,14 @@
 """cdc_<pipeline>_bootstrap: only for pipelines with a bootstrap table, manual, params tables/replace, one
-spark-submit of jobs/bootstrap.py; the DAG files still parse without errors or heavy imports."""
+spark-submit of jobs/bootstrap.py; the DAG files still parse without errors or heavy imports; and a real run of it
+against PostgreSQL, followed by the ingestion DAG."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
 from tests.dags.test_cdc_dag_import import REPO, parse_dags
@@ -50,3 +54,84 @@ def test_bootstrap_dag_shape_and_arguments(tmp_path: Path) -> None:
     assert bootstrap_args("/p.yaml", {"tables": [], "replace": False}) == ["--config", "/p.yaml"]
     plain = load_config(REPO / "pipelines" / "demo.yaml")
     assert build_bootstrap_dag(load_settings(), plain) is None
+
+
+PASSWORD = "Dag-Boot-S3cret-41"
+INGEST_DEFAULTS = {"mode": "incremental", "tables": [], "max_records_per_partition": None, "start_offsets": None,
+                   "end_offsets": None, "start_timestamp": None, "end_timestamp": None}
+
+
+@pytest.mark.integration
+@pytest.mark.airflow
+def test_bootstrap_dag_loads_the_source_then_the_ingest_dag_continues_from_kafka(
+        broker: Any, postgres: Any, tmp_path: Path, airflow_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``dag.test`` of ``cdc_<pipeline>_bootstrap`` with the real ``SparkSubmitOperator`` (spark-submit
+    jobs/bootstrap.py, the PostgreSQL driver on --jars) against the real server: the target equals the source table
+    and the ledger holds the bootstrap horizon (the newest change the snapshot saw). Then ``cdc_<pipeline>`` reads
+    the topic from offset 0: the changes before the bootstrap are skipped, the later ones applied."""
+    from structlog.testing import capture_logs
+
+    from cdc_airflow.bootstrap_dag import build_bootstrap_dag
+    from cdc_airflow.ingest_dag import build_ingest_dag
+    from cdc_airflow.ledger import ledger_identifier, load_table, read_rows
+    from cdc_airflow.pipelines import load_pipelines
+    from cdc_airflow.settings import load_settings
+    from tests.conftest import unique
+    from tests.integration.bootstrap_history import history_before_bootstrap
+    from tests.integration.test_bootstrap import Source, position, produce
+
+    db = unique("dagboot_")
+    postgres.create_database(db)
+    topic = unique("dbserver1.public.customers_")
+    broker.create_topic(topic, partitions=2)
+    src = Source(postgres, db)
+    before = history_before_bootstrap(src)
+    produce(broker, topic, before)
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "dagboot.yaml").write_text(yaml.safe_dump({
+        "pipeline": "dagboot", "schedule": None, "format": "json", "kafka": {"bootstrap.servers": broker.bootstrap},
+        "catalog": {"name": "lake", "type": "hadoop", "warehouse": str(tmp_path / "warehouse")},
+        "metadata_namespace": "cdc_meta", "batch": {"read_timeout_seconds": 30},
+        "spark": {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2", "spark.driver.memory": "1g"},
+        "tables": [{"topic": topic, "target": "shop.customers", "bootstrap": {
+            "jdbc_url": postgres.jdbc_url_for(db), "user": "postgres", "password": "${CDC_TEST_DAG_BOOT_PASSWORD}",
+            "source_table": "public.customers", "num_partitions": 2}}]}))
+    monkeypatch.setenv("CDC_PIPELINES_DIR", str(tmp_path / "pipelines"))
+    monkeypatch.setenv("CDC_RETRIES", "0")
+    monkeypatch.setenv("CDC_SPARK_MASTER", "local[2]")
+    monkeypatch.setenv("CDC_TEST_DAG_BOOT_PASSWORD", PASSWORD)
+    settings = load_settings()
+    [p] = load_pipelines(settings)
+    cfg = p.config
+
+    def rows() -> dict[int, tuple]:
+        table = load_table(cfg.catalog, "shop.customers")
+        assert table is not None, "shop.customers was not created"
+        return {r["id"]: (r["name"], r["bio"]) for r in table.scan().to_arrow().to_pylist()}
+
+    with capture_logs() as logs:
+        dr = build_bootstrap_dag(settings, cfg).test(run_conf={"tables": ["shop.customers"], "replace": False})
+    states = {ti.task_id: ti.state for ti in dr.get_task_instances()}
+    log = "\n".join(str(e.get("event")) for e in logs)
+    assert dr.state == "success", (states, log[-4000:])
+    assert states == {"arguments": "success", "bootstrap": "success"}
+    assert PASSWORD not in log
+    assert rows() == src.rows()
+    ledger = read_rows(cfg.catalog, ledger_identifier(cfg.metadata_namespace), pipeline=cfg.pipeline)
+    assert [(r["mode"], r["status"], r["partition"], json.loads(r["truncate_barrier"])) for r in ledger] == [
+        ("bootstrap", "committed", -1, position(before[-1]))]
+
+    after = src.tx(("u", 5, "n5-v3", "b5-v3"))
+    after += src.tx(("c", 7, "n7-again", "b7-again"))  # deleted before the bootstrap, back after it
+    after += src.tx(("d", 4))
+    produce(broker, topic, after)
+    dr = build_ingest_dag(settings, cfg).test(run_conf=INGEST_DEFAULTS)
+    states = {(ti.task_id, ti.rendered_map_index or ""): ti.state for ti in dr.get_task_instances()}
+    assert dr.state == "success", states
+    assert states == {("plan", ""): "success", ("ingest", "shop.customers"): "success", ("publish", ""): "success"}
+    assert rows() == src.rows()
+    ledger = read_rows(cfg.catalog, ledger_identifier(cfg.metadata_namespace), pipeline=cfg.pipeline)
+    incremental = [r for r in ledger if r["mode"] == "incremental"]
+    assert {(r["partition"], r["start_offset"], r["status"]) for r in incremental} == {
+        (0, 0, "committed"), (1, 0, "committed")}  # from offset 0: the changes before the bootstrap were read
+    assert sum(r["events_read"] for r in incremental) == len(before) + len(after)  # and ignored (rows above)
