@@ -168,7 +168,7 @@ class _Parser:
     def batch(self, raw: dict[str, Any]) -> BatchConfig:
         b = self.mapping(raw, "batch")
         self.unknown(b, {"max_records_per_partition", "chunk_size", "read_timeout_seconds", "claim_timeout_minutes",
-                         "table_concurrency"}, "batch.")
+                         "table_concurrency", "driver_read_max_records"}, "batch.")
         d = BatchConfig()
         return BatchConfig(
             max_records_per_partition=self.number(b.get("max_records_per_partition", d.max_records_per_partition),
@@ -180,6 +180,8 @@ class _Parser:
                                               "batch.claim_timeout_minutes", float, 0),
             table_concurrency=self.number(b.get("table_concurrency", d.table_concurrency), "batch.table_concurrency",
                                           int, 1),
+            driver_read_max_records=self.number(b.get("driver_read_max_records", d.driver_read_max_records),
+                                                "batch.driver_read_max_records", int, 0),
         )
 
     def table(self, t: dict[str, Any], i: int) -> TableConfig:

@@ -113,6 +113,9 @@ class BatchConfig:
     claim_timeout_minutes: float = 60.0
     # Tables of one job run at once (threads of one Spark driver, cdc.group); 1 = one after the other.
     table_concurrency: int = 1
+    # A batch of at most this many offsets is read by the driver itself, without Spark tasks (cdc.kafka.driver_read);
+    # 0 = always in Spark tasks.
+    driver_read_max_records: int = 20_000
 
 
 @dataclass(frozen=True)

@@ -208,13 +208,13 @@ class TableRun:
             max_record_bytes=self.t.max_record_bytes, compacted=self.compacted(result))
         with phase(result, "read_stage"):
             chunks = split_chunks(self.t.topic, ranges, self.cfg.batch.chunk_size)
-            stage(self.spark, spec, chunks, self.names)
+            stage(self.spark, spec, chunks, self.names, self.cfg.batch.driver_read_max_records)
             stats = batch_stats(self.spark, self.names.staging, batch_id, ordering.columns)
             while stats.dead_letters and (wider := self.unbound_columns(batch_id, decoder, row_cols)):
                 row_cols = wider  # records of schemas the samples did not show: stage again with their columns
                 spec = replace(spec, decoder=decoder.bind(row_cols), row_columns=tuple(row_cols),
                                staging_columns=tuple(staging_columns(row_cols, ordering.columns, key)))
-                stage(self.spark, spec, chunks, self.names)
+                stage(self.spark, spec, chunks, self.names, self.cfg.batch.driver_read_max_records)
                 stats = batch_stats(self.spark, self.names.staging, batch_id, ordering.columns)
             counts = stats.partitions
             if stats.dead_letters:
@@ -225,7 +225,7 @@ class TableRun:
                 settled = self.settle_regressions(batch_id, ordering, counts)
                 if settled != ordering:  # a raised ordering_epoch starts where positions fell: stage again
                     ordering, spec = settled, replace(spec, ordering=settled)
-                    stage(self.spark, spec, chunks, self.names)
+                    stage(self.spark, spec, chunks, self.names, self.cfg.batch.driver_read_max_records)
                     stats = batch_stats(self.spark, self.names.staging, batch_id, ordering.columns)
                     counts = stats.partitions
         checkpoint("after_stage")

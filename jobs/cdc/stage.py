@@ -14,7 +14,7 @@ from cdc.errors import DeadLetterRatioExceeded
 from cdc.kafka.read import Chunk, ReadSpec, map_chunks
 from cdc.ordering import Ordering
 from cdc.sql import lit, q
-from cdc.tables import TableNames, ensure_staging, spark_schema
+from cdc.tables import TableNames, arrow_schema, ensure_staging, spark_schema
 
 SKIPPED = ("tombstone", "message", "tx")
 
@@ -30,17 +30,24 @@ class PartitionCounts:
     servers: tuple[str, ...] | None = None  # the server ids of its change events (None: no changes; cdc.regression)
 
 
-def stage(spark: Any, spec: ReadSpec, chunks: Sequence[Chunk], names: TableNames) -> None:
-    """Read ``chunks`` (one Spark task each) and overwrite the batch's staging partition."""
+def stage(spark: Any, spec: ReadSpec, chunks: Sequence[Chunk], names: TableNames, driver_max_records: int = 0) -> None:
+    """Read ``chunks`` (one Spark task each; in the driver when they hold at most ``driver_max_records`` offsets,
+    ``cdc.kafka.driver_read``) and overwrite the batch's staging partition."""
     ensure_staging(spark, names.staging, spec.staging_columns)
     epochs = None if spec.ordering.epochs is None else [[e, [list(s) for s in st]] for e, st in spec.ordering.epochs]
     spark.sql(f"ALTER TABLE {names.staging} SET TBLPROPERTIES ("
               f"'cdc.key'={lit(json.dumps(list(spec.key)))}, "
               f"'cdc.ordering'={lit(json.dumps([spec.ordering.kind, list(spec.ordering.paths), epochs]))})")
-    rows = [tuple(asdict(c).values()) for c in chunks]
-    rdd = spark.sparkContext.parallelize(rows, max(1, len(rows)))
-    chunk_df = spark.createDataFrame(rdd, "topic string, partition int, start long, end long")
-    df = chunk_df.mapInArrow(map_chunks(spec), spark_schema(spec.staging_columns))
+    from cdc.kafka import driver_read
+
+    if driver_read.use_driver(chunks, driver_max_records):
+        df = driver_read.arrow_frame(spark, driver_read.read_in_driver(spec, chunks),
+                                     arrow_schema(spec.staging_columns), spark_schema(spec.staging_columns))
+    else:
+        rows = [tuple(asdict(c).values()) for c in chunks]
+        rdd = spark.sparkContext.parallelize(rows, max(1, len(rows)))
+        chunk_df = spark.createDataFrame(rdd, "topic string, partition int, start long, end long")
+        df = chunk_df.mapInArrow(map_chunks(spec), spark_schema(spec.staging_columns))
     from pyspark.sql import functions as F
 
     have = spark.table(names.staging).schema.fields

@@ -32,7 +32,10 @@ def pipeline(name: str, bootstrap: str, topic: str, warehouse: Path, ns: str,
              spark: dict[str, str] | None = None) -> dict[str, Any]:
     return {"pipeline": name, "schedule": None, "format": "json", "kafka": {"bootstrap.servers": bootstrap},
             "catalog": {"name": "lake", "type": "hadoop", "warehouse": str(warehouse)},
-            "metadata_namespace": f"{ns}_meta", "spark": spark or {}, "batch": {"read_timeout_seconds": 30},
+            "metadata_namespace": f"{ns}_meta", "spark": spark or {},
+            # read in executor tasks even though the batch is small: the point is that executors import cdc
+            # from the wheel (cdc.kafka.driver_read would read it in the driver)
+            "batch": {"read_timeout_seconds": 30, "driver_read_max_records": 0},
             "tables": [{"topic": topic, "target": f"{ns}.customers", "primary_key": ["id"]}]}
 
 

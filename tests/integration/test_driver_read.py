@@ -1,0 +1,98 @@
+"""Small batches read in the driver (``cdc.kafka.driver_read``) stage exactly what Spark tasks stage.
+
+The same topic is ingested by two pipelines that differ only in ``batch.driver_read_max_records`` (0: Spark tasks
+with Python workers; the default: the driver), on the real local broker, Spark and Iceberg; their staging rows and
+target tables must be identical, bad records and PK-move headers included. Avro goes through the vectorised path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tests.conftest import unique
+from tests.integration.conftest import Pipe
+from tests.integration.events import PLACEHOLDER, pg, tombstone, with_header
+
+pytestmark = pytest.mark.integration
+
+
+def row(i, name, bio=None):
+    return {"id": i, "name": name, "bio": bio}
+
+
+def twins(make_pipe, **table):
+    """Two pipelines on one topic: (driver read, Spark-task read), each with its own tables."""
+    a = make_pipe(**table)
+    cfg = replace(a.cfg, metadata_namespace=unique("meta"), batch=replace(a.cfg.batch, driver_read_max_records=0),
+                  tables=(replace(a.table, target=f"{unique('t')}.customers"),))
+    assert a.cfg.batch.driver_read_max_records > 0
+    return a, Pipe(a.spark, a.broker, cfg, a.topic)
+
+
+def staged(p: Pipe) -> list[tuple]:
+    from cdc.tables import names
+
+    staging = names(p.cfg, p.table).staging
+    p.spark.catalog.refreshTable(staging)
+    df = p.spark.table(staging)
+    cols = sorted(c for c in df.columns)
+    return sorted(tuple(str(r[c]) for c in cols) for r in df.select(*cols).collect())
+
+
+def target(p: Pipe) -> list[tuple]:
+    df = p.spark.table(p.target)
+    cols = sorted(c for c in df.columns if c != "__ingested_at")
+    return sorted(tuple(str(r[c]) for c in cols) for r in df.select(*cols).collect())
+
+
+def test_driver_and_task_reads_stage_identical_rows_json(make_pipe):
+    driver, tasks = twins(make_pipe, on_bad_record="dead_letter", max_dead_letter_ratio=0.5)
+    driver.send(pg("c", 1, row(1, "a", "long"), 100), pg("c", 2, row(2, "b"), 110), pg("c", 3, row(3, "c"), 115),
+                (b'{"id": 9}', b"not json"),  # a dead letter
+                pg("u", 1, row(1, "a2", PLACEHOLDER), 120),  # TOAST placeholder
+                pg("d", 2, row(2, "b"), 130), tombstone(2),
+                with_header(pg("d", 3, row(3, "c"), 140), "__debezium.newkey", 4),  # a PK move 3 -> 4
+                with_header(pg("c", 4, row(4, "c", PLACEHOLDER), 140), "__debezium.oldkey", 3))
+    for p in (driver, tasks):
+        s = p.run()
+        assert (s["status"], s["events_read"], s["dead_letters"]) == ("committed", 9, 1)
+    assert staged(driver) == staged(tasks)
+    assert target(driver) == target(tasks)
+    assert driver.rows() == {1: ("a2", "long"), 4: ("c", None)}
+
+
+def test_driver_and_task_reads_stage_identical_rows_avro(make_pipe, registry):
+    """Avro (the vectorised path): snapshot reads, inserts, updates, a delete with its tombstone."""
+    from tests.unit.cdc.decode.connect_avro import AvroWire
+
+    driver, tasks = twins(make_pipe, fmt="avro", schema_registry={"url": registry.url})
+    wire = AvroWire(registry.url, driver.topic)
+    driver.send(*(wire.record(k, v) for k, v in (
+        pg("r", 1, row(1, "a", "long"), 100), pg("r", 2, row(2, "b"), 100), pg("c", 3, row(3, "c"), 115),
+        pg("u", 1, row(1, "a2"), 120), pg("d", 2, row(2, "b"), 130), tombstone(2))))
+    for p in (driver, tasks):
+        s = p.run()
+        assert (s["status"], s["events_read"], s["dead_letters"]) == ("committed", 6, 0)
+    assert staged(driver) == staged(tasks)
+    assert target(driver) == target(tasks)
+    assert driver.rows() == {1: ("a2", None), 3: ("c", None)}
+
+
+def test_a_batch_over_the_limit_is_read_by_spark_tasks(make_pipe, monkeypatch):
+    """The switch itself: above ``driver_read_max_records`` the driver reads nothing (it would raise here)."""
+    from cdc.kafka import driver_read
+
+    p = make_pipe()
+    p.cfg = replace(p.cfg, batch=replace(p.cfg.batch, driver_read_max_records=2))
+    p.send(*(pg("c", i, row(i, f"n{i}"), 100 + i) for i in range(3)))
+
+    def refuse(*a, **k):
+        raise AssertionError("read in the driver")
+
+    monkeypatch.setattr(driver_read, "read_in_driver", refuse)
+    assert p.run()["inserted"] == 3
+    p.send(pg("u", 1, row(1, "x"), 200), pg("u", 2, row(2, "y"), 201))  # 2 offsets: the driver's
+    with pytest.raises(Exception, match="read in the driver"):
+        p.run()
