@@ -1,9 +1,9 @@
 """Expected state of ``append`` and ``scd2`` tables, computed from the records a stream delivered (the oracle's
 counterpart of ``ChangeEventGenerator.expected_rows`` for the upsert mirror), and the comparison with a table.
 
-* ``expected_changelog``: the set of distinct changes (key + source position + op): ``after`` for c/r/u with TOAST
-  placeholders resolved from the key's previous change (never a delete image; the create of a primary-key change:
-  from the old key's), ``before`` for d, one row per truncate.
+* ``expected_changelog``: the set of distinct changes (key + source position + op + row image): ``after`` for c/r/u
+  with TOAST placeholders resolved from the key's previous change (never a delete image; the create of a primary-key
+  change: from the old key's), ``before`` for d, one row per truncate.
 * ``expected_history``: per key, its distinct changes plus every truncate, in source-position order: c/r/u open a
   version (closing the open one) unless ``track_columns`` are given and an update changes none of them (then its
   values replace the open version's); d and t close the open version.
@@ -17,6 +17,7 @@ Both are built in plain Python from the records, independently of the job's SQL.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -59,13 +60,17 @@ def compacted_deletes(records: Sequence[Any], pk: str) -> list[CompactedDelete]:
 
 
 def _distinct(records: Sequence[Any], pk: str = "", compacted: bool = False) -> list[Any]:
-    """Change records (no tombstones), one per (key, position, op), first delivery kept, in position order; with
-    ``compacted`` the tombstones' deletes too (each after the change at its position)."""
+    """Change records (no tombstones), one per (key, position, op, raw row image), first delivery kept, in position
+    order (ties: delivery order); with ``compacted`` the tombstones' deletes too (each after the change at its
+    position). A redelivery repeats the image; two changes of a key at one position differ in it (the job compares
+    a stored change's columns other than the incoming one's TOAST placeholders: the same for exact copies)."""
     seen, out = set(), []
     for r in records:
         if r.value is None or r.op not in ("c", "r", "u", "d", "t"):
             continue
-        ident = (None if r.key is None else tuple(sorted(r.key.items())), r.position, r.op)
+        image = r.value.get("before" if r.op == "d" else "after")
+        ident = (None if r.key is None else tuple(sorted(r.key.items())), r.position, r.op,
+                 json.dumps(image, sort_keys=True, default=str))
         if ident not in seen:
             seen.add(ident)
             out.append(r)

@@ -1,8 +1,9 @@
 """Write modes other than the upsert mirror (``tables[].write_mode``): ``append`` (changelog) and ``scd2`` (history).
 
-* ``append`` (``cdc.modes.append``): one target row per distinct change event, inserted once: a change is identified
-  by key + source position (the ordering columns) + op, a keyless table's by Kafka partition + offset. Redeliveries,
-  replays and reruns after a crash therefore never add a row twice (``MERGE ... WHEN NOT MATCHED THEN INSERT``).
+* ``append`` (``cdc.modes.append``): one target row per distinct change event, inserted once: a change is
+  identified by key + source position (the ordering columns) + op + row image, a keyless table's by Kafka partition
+  + offset. Redeliveries, replays and reruns after a crash therefore never add a row twice (``MERGE ... WHEN NOT
+  MATCHED THEN INSERT``).
 * ``scd2`` (``cdc.modes.scd2``): one target row per version of a key. Every distinct change is first kept in the
   table's change log (``changes__<ns>__<table>`` in the metadata namespace, append semantics, raw); then, for the
   keys the batch touched, the whole version chain is recomputed from the log with window functions and MERGEd over
@@ -36,3 +37,4 @@ class ModeSpec(Positioned):
     log: str = ""  # scd2: the change log table
     track_columns: tuple[str, ...] = ()  # scd2: only changes of these open a version (empty: every update)
     compacted: bool = False  # compacted topic: Kafka tombstones stand for deletes (cdc.modes.compacted)
+    opaque_columns: tuple[str, ...] = ()  # row columns Spark cannot compare or group (maps): compared as JSON

@@ -4,8 +4,13 @@ One target row per distinct change event: the row image (``after`` for c/r/u, ``
 row with ``__op = 't'`` and no row values), ``__op``, the ordering columns, ``__source_ts_ms``, ``__kafka_partition``,
 ``__kafka_offset``, ``__batch_id``, ``__ingested_at``.
 
-Identity (``identity_sql``): key + source position (ordering columns) + op, so a redelivery or replay (same change,
-another Kafka offset) is the same change; a keyless table's records by Kafka partition + offset. Steps:
+Identity (``identity_sql``): key + source position (ordering columns) + op + row image, so a redelivery or replay
+(the same change again at another Kafka offset) is the same change, while two different changes of a key at one
+position (Oracle: redo records sharing an SCN; MongoDB: the events of one transaction share their cluster time)
+are two (in Kafka order); a keyless table's records by Kafka partition + offset. Within a batch, copies must be
+identical (image and TOAST list); against a stored change, the columns the incoming change may hold differently are
+not compared: its TOAST placeholders (the stored row has them filled) and, on a create, the TOAST columns (a
+primary-key move may have filled them from the old key). Steps:
 
 1. ``batch_changes_sql``: the batch's changes, one per identity (the first Kafka copy: lowest partition, offset).
 2. ``fill_toast_sql`` (batches with TOAST placeholders): an unavailable column takes the value of the key's newest
@@ -40,7 +45,8 @@ def batch_changes_sql(spec: ModeSpec, stored: str = "target") -> str:
             f"AND __op IN ({ops})")
     if not spec.key:
         return base
-    ident = ", ".join(q(c) for c in (*spec.key, *spec.ordering, OP))
+    ident = ", ".join([*(q(c) for c in (*spec.key, *spec.ordering, OP)), *(comparable(spec, c, "") for c in
+                                                                            image_columns(spec)), q(UNAVAILABLE)])
     if spec.compacted:
         base = f"{base} UNION ALL {compacted_deletes_sql(spec, base, stored)}"
         ident += f", {is_compacted('')}"
@@ -56,7 +62,30 @@ def identity_sql(spec: ModeSpec, t: str, s: str, t_staged: bool = False) -> str:
     same = [*same_position(spec, t, s), f"{t}.`__op` = {s}.`__op`"]
     if spec.compacted:  # a compacted delete (cdc.modes.compacted) is never the same change as a real one
         same.append(f"{is_compacted(t, part)} = {is_compacted(s, PARTITION)}")
-    return " AND ".join(same)
+    return " AND ".join([*same, *same_image(spec, t, s)])
+
+
+def image_columns(spec: ModeSpec) -> tuple[str, ...]:
+    """The row-image columns beyond the key: what tells two changes of a key at one position apart."""
+    return tuple(c for c in spec.columns if c not in spec.key)
+
+
+def comparable(spec: ModeSpec, col: str, t: str) -> str:
+    """Column ``col`` of row ``t`` (empty: unqualified) in a form Spark can compare and group (maps as JSON)."""
+    ref = f"{t + '.' if t else ''}{q(col)}"
+    return f"to_json(named_struct('v', {ref}))" if col in spec.opaque_columns else ref
+
+
+def same_image(spec: ModeSpec, t: str, s: str) -> list[str]:
+    """Change ``s`` has the row image of ``t`` in every column it carries (module doc: not its TOAST placeholders,
+    nor a create's TOAST columns)."""
+    out = []
+    for c in image_columns(spec):
+        skip = f"array_contains(coalesce({s}.{q(UNAVAILABLE)}, array()), {lit(c)})"
+        if c in spec.toast_columns:
+            skip = f"{s}.`__op` = 'c' OR {skip}"
+        out.append(f"({skip} OR {comparable(spec, c, t)} <=> {comparable(spec, c, s)})")
+    return out
 
 
 def same_position(spec: ModeSpec, a: str, b: str) -> list[str]:

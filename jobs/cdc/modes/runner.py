@@ -63,6 +63,18 @@ def ensure_table(spark: Any, name: str, columns: Sequence[Column], mode: str | N
         apply_layout(spark, name, layout)
 
 
+def with_opaque(spec: ModeSpec, row: Sequence[Column]) -> ModeSpec:
+    """``spec`` knowing which row columns hold maps (Spark neither compares nor groups them: ``opaque_columns``)."""
+    def has_map(t: pa.DataType) -> bool:
+        if pa.types.is_map(t):
+            return True
+        if pa.types.is_struct(t):
+            return any(has_map(t.field(i).type) for i in range(t.num_fields))
+        return (pa.types.is_list(t) or pa.types.is_large_list(t)) and has_map(t.value_type)
+
+    return replace(spec, opaque_columns=tuple(c.name for c in row if has_map(c.arrow_type)))
+
+
 def nullable(row: Sequence[Column]) -> list[Column]:
     return [Column(c.name, c.arrow_type, True, c.logical) for c in row]
 
@@ -113,6 +125,7 @@ def _view(spark: Any, df: Any) -> str:
 def apply_append(spark: Any, spec: ModeSpec, row: Sequence[Column], checkpoint: Checkpoint,
                  layout: Any = None) -> dict[str, int]:
     ensure_table(spark, spec.target, [*nullable(row), *target_meta(spec.ordering, soft=False)], "append", layout)
+    spec = with_opaque(spec, row)
     moved = resolve_moves(spark, spec, append.batch_changes_sql(spec), "target")
     changes = append.fill_toast_sql(spec, f"SELECT * FROM {moved}" if moved else append.batch_changes_sql(spec))
     new = append.new_changes_sql(spec, changes)
@@ -143,6 +156,7 @@ def apply_scd2(spark: Any, spec: ModeSpec, row: Sequence[Column], truncated: boo
                           f"(columns: {', '.join(spec.columns)}); fix track_columns in the pipeline YAML")
     ensure_table(spark, spec.target, scd2_columns(row, spec.ordering), "scd2", layout)
     ensure_table(spark, spec.log, log_columns(row, spec.ordering), None)
+    spec = with_opaque(spec, row)
     moved = resolve_moves(spark, spec, append.batch_changes_sql(spec, stored="log"), "log")
     try:
         batch = f"SELECT * FROM {moved}" if moved else append.batch_changes_sql(spec, stored="log")

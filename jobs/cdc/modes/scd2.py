@@ -7,7 +7,8 @@ ordering columns, ``__source_ts_ms``, ``__kafka_partition`` and ``__kafka_offset
 How a batch is applied (each statement idempotent, so crash + rerun gives the same table):
 
 1. ``log_merge_sql``: the batch's distinct changes (``cdc.modes.append.batch_changes_sql``: key + source position +
-   op) are inserted into the table's change log, raw (TOAST placeholders still listed in ``__unavailable``).
+   op + row image) are inserted into the table's change log, raw (TOAST placeholders still listed in
+   ``__unavailable``). Two changes of a key at one position are two events, ordered by Kafka partition/offset.
 2. ``touched_keys_sql``: the keys of the batch's changes, plus every key with a current version when the batch
    holds a truncate.
 3. ``versions_sql``: for those keys, the whole version chain from the log (their changes, plus every truncate as an

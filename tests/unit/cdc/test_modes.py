@@ -39,15 +39,22 @@ SPEC = ModeSpec(target="lake.n.t", staging="lake.m.staging__n__t", batch_id=7, k
                 columns=("id", "name", "bio"), ordering=("__lsn",), toast_columns=("bio",), log="lake.m.changes__n__t")
 
 
-def test_append_identity_is_key_position_op_or_kafka_offset_when_keyless():
-    assert append.identity_sql(SPEC, "t", "s") == ("t.`id` <=> s.`id` AND t.`__lsn` <=> s.`__lsn` AND "
-                                                   "t.`__op` = s.`__op`")
+def test_append_identity_is_key_position_op_image_or_kafka_offset_when_keyless():
+    unavailable = "array_contains(coalesce(s.`__unavailable`, array()), '{}')"
+    assert append.identity_sql(SPEC, "t", "s") == (
+        "t.`id` <=> s.`id` AND t.`__lsn` <=> s.`__lsn` AND t.`__op` = s.`__op` AND "  # image: not the placeholders
+        f"({unavailable.format('name')} OR t.`name` <=> s.`name`) AND "  # nor a create's (PK move) TOAST columns
+        f"(s.`__op` = 'c' OR {unavailable.format('bio')} OR t.`bio` <=> s.`bio`)")
+    opaque = ModeSpec(**{**SPEC.__dict__, "opaque_columns": ("name",)})  # a map: compared as JSON
+    assert "to_json(named_struct('v', t.`name`)) <=> to_json(named_struct('v', s.`name`))" in append.identity_sql(
+        opaque, "t", "s")
     keyless = ModeSpec(**{**SPEC.__dict__, "key": ()})
     assert append.identity_sql(keyless, "t", "s") == ("t.`__kafka_partition` = s.`__partition` AND "
                                                       "t.`__kafka_offset` = s.`__offset`")
     merge = append.merge_sql(SPEC, "SELECT 1")
     assert "WHEN NOT MATCHED THEN INSERT" in merge and "WHEN MATCHED" not in merge  # insert-only: replays add nothing
-    assert "PARTITION BY `id`, `__lsn`, `__op`" in append.batch_changes_sql(SPEC)  # duplicates within the batch
+    assert ("PARTITION BY `id`, `__lsn`, `__op`, `name`, `bio`, `__unavailable` "  # identical copies in the batch
+            in append.batch_changes_sql(SPEC))
     assert "PARTITION BY" not in append.batch_changes_sql(keyless)
     assert "'t'" in append.batch_changes_sql(SPEC)  # truncates are rows of the changelog
 
