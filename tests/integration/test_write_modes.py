@@ -7,7 +7,7 @@ from datetime import timezone
 
 import pytest
 
-from tests.integration.events import PLACEHOLDER, pg, tombstone, with_header
+from tests.integration.events import COLUMNS, PLACEHOLDER, pg, tombstone, with_header
 
 pytestmark = pytest.mark.integration
 T0 = 1700000000000  # events.pg: source.ts_ms = T0 + lsn
@@ -245,6 +245,29 @@ def test_different_changes_of_a_key_at_one_source_position_are_all_kept(make_pip
         got = [tuple(r) for r in p.spark.sql(f"SELECT {cols} FROM {p.target} ORDER BY __kafka_offset").collect()]
         want = [("a", "c", False), ("b", "u", False), ("c", "u", True)]
         assert got == (want if mode == "scd2" else [w[:2] for w in want]), mode
+
+
+def test_a_column_added_at_the_source_reaches_append_and_scd2_tables(make_pipe):
+    """Schema evolution: a column added in batch 2 becomes a column of the append table, of the scd2 target and of
+    its change log; changes from before it (and late ones without it) have it NULL."""
+    wide = [*COLUMNS, ("email", "string", True)]
+    for mode in ("append", "scd2"):
+        p = make_pipe(write_mode=mode)
+        p.send(pg("c", 1, row(1, "a"), 10), pg("c", 2, row(2, "b"), 11))
+        p.run()
+        p.send(pg("u", 1, {**row(1, "a2"), "email": "a@x"}, 20, wide), pg("c", 3, {**row(3, "c"), "email": "c@x"}, 21,
+                                                                         wide))
+        p.run()
+        p.send(pg("u", 2, row(2, "b2"), 30))  # an event still without the column
+        p.run()
+        got = p.spark.sql(f"SELECT id, name, email, __lsn FROM {p.target} ORDER BY id, __lsn").collect()
+        assert [tuple(r) for r in got] == [(1, "a", None, 10), (1, "a2", "a@x", 20), (2, "b", None, 11),
+                                           (2, "b2", None, 30), (3, "c", "c@x", 21)], mode
+        if mode == "scd2":
+            assert [(h[0], h[1], h[5]) for h in history(p)] == [(1, "a", False), (1, "a2", True), (2, "b", False),
+                                                                 (2, "b2", True), (3, "c", True)]
+            log = f"lake.{p.cfg.metadata_namespace}.changes__{p.table.target.replace('.', '__')}"
+            assert "email" in p.spark.table(log).columns
 
 
 # ---------------------------------------------------------------------------------------------------- compacted topics
