@@ -89,9 +89,33 @@ FAST += [
 ]
 
 
+# Write modes on compacted topics (most deletes gone, their tombstones left, redeliveries; mode_oracle.
+# compacted_deletes) and with PK changes whose creates carry TOAST placeholders (one partition, small batches cut
+# between a move's delete and its create), each with a crash after the target MERGE.
+FAST += [
+    Scenario(seed=131, fmt="json", tables=[
+        spec(1311, compacted=True, write_mode="append", restarts=3, replica_identity="default"),
+        spec(1312, connector="mysql", compacted=True, write_mode="scd2", restarts=3, track_columns=("name",))],
+        batch_sizes=[7, 4, 20], crash="raise:after_merge", crash_run=1),
+    Scenario(seed=132, fmt="json", tables=[
+        spec(1323, partitions=1, write_mode="append", replica_identity="default", ops=70),
+        spec(1326, partitions=1, write_mode="scd2", replica_identity="default", ops=70, track_columns=("name",))],
+        batch_sizes=[5, 7, 6], crash="raise:after_merge", crash_run=1),
+]
+
+
+# Append mode, lean (make test): adversarial reordering, redeliveries from three connector restarts, and a crash
+# after the target MERGE (the rerun must insert nothing twice).
+FAST += [
+    Scenario(seed=108, fmt="json", tables=[spec(1081, write_mode="append", adversarial=True, restarts=3, snapshot=5,
+                                                ops=30)],
+             batch_sizes=[8, 15, 30], crash="raise:after_merge", crash_run=1),
+]
+
+
 # make test keeps one scenario per area; the rest run first in make soak (the deterministic scenario tests cover
 # compacted topics, GC, explicit ordering, PK moves and append mode in make test too).
-IN_MAKE_TEST = {102, 105, 107}
+IN_MAKE_TEST = {102, 105, 107, 108}
 
 
 @pytest.mark.parametrize("scenario", [pytest.param(s, id=f"seed{s.seed}",

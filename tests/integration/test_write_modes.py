@@ -1,5 +1,6 @@
 """Write modes end to end (real broker → Spark → Iceberg): ``append`` (changelog), ``scd2`` (history), keyless
-tables. The randomized oracle covers both modes too (test_oracle.py)."""
+tables. The randomized oracle covers both modes too (test_oracle.py: also on compacted topics and with PK changes
+carrying TOAST placeholders)."""
 
 from __future__ import annotations
 
@@ -329,21 +330,6 @@ def _bounds(topic: str, start: dict[int, int]):
     return bounds(topic, start=start)
 
 
-@pytest.mark.slow  # randomized (make soak); the deterministic tests above cover it in make test
-def test_oracle_compacted_topics_in_append_and_scd2_with_redeliveries_and_a_crash(spark, broker, warehouse, tmp_path):
-    """The randomized oracle on compacted topics (most deletes gone, their tombstones left, redeliveries) in both
-    modes, cut into small batches with a crash after the target MERGE (mode_oracle.compacted_deletes)."""
-    from tests.integration.harness import Harness, Scenario
-    from tests.integration.test_oracle import spec
-
-    scenario = Scenario(seed=131, fmt="json", tables=[
-        spec(1311, compacted=True, write_mode="append", restarts=3, replica_identity="default"),
-        spec(1312, connector="mysql", compacted=True, write_mode="scd2", restarts=3, track_columns=("name",))],
-        batch_sizes=[7, 4, 20], crash="raise:after_merge", crash_run=1)
-    out = Harness(spark, broker, warehouse, None, tmp_path).run_scenario(scenario)
-    assert out.crashed and not out.mismatches, f"{out.describe()}:\n" + "\n".join(out.mismatches[:30])
-
-
 # ---------------------------------------------------------------------------------------------------- PK changes + TOAST
 
 OLD, NEW = "__debezium.oldkey", "__debezium.newkey"
@@ -385,22 +371,6 @@ def test_scd2_pk_change_create_takes_the_old_keys_toast_value(make_pipe):
     assert [(h[0], h[2], h[4]) for h in history(p)] == [
         (1, "long 1", 20), (2, "long 1", 22), (3, "long 3", 12), (3, "long 3", 21), (4, "long 3", None),
         (5, "long 1", 30), (6, "long 1", None)]
-
-
-@pytest.mark.slow  # randomized (make soak); the deterministic tests above cover it in make test
-def test_oracle_pk_changes_with_toast_in_append_and_scd2_across_batches_and_a_crash(spark, broker, warehouse,
-                                                                                    tmp_path):
-    """The randomized oracle with PK changes whose creates carry TOAST placeholders (one partition, small batches
-    cut between a move's delete and its create, a crash after the target MERGE) in both modes."""
-    from tests.integration.harness import Harness, Scenario
-    from tests.integration.test_oracle import spec
-
-    scenario = Scenario(seed=132, fmt="json", tables=[
-        spec(1323, partitions=1, write_mode="append", replica_identity="default", ops=70),
-        spec(1326, partitions=1, write_mode="scd2", replica_identity="default", ops=70, track_columns=("name",))],
-        batch_sizes=[5, 7, 6], crash="raise:after_merge", crash_run=1)
-    out = Harness(spark, broker, warehouse, None, tmp_path).run_scenario(scenario)
-    assert out.crashed and not out.mismatches, f"{out.describe()}:\n" + "\n".join(out.mismatches[:30])
 
 
 # ---------------------------------------------------------------------------------------------------- stale writers
