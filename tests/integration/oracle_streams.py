@@ -81,7 +81,7 @@ def build_stream(spec: TableSpec) -> tuple[ChangeEventGenerator, list[Any]]:
     records = gen.snapshot(spec.snapshot)
     weights = {"insert": 4, "update": 5, "delete": 1.5, "change_pk": 0.5, "truncate": spec.truncate_weight}
     if spec.ties:
-        weights["tie_update"] = 0.6
+        weights["tie_update"] = 1.5
     half = spec.ops // 2
     if spec.failover:  # faults within each side: a connector does not redeliver the old server's log on the new one
         before = _faults(spec, rng, records + _ops(gen, spec, weights, 0, half))
