@@ -106,9 +106,16 @@ def is_commit_conflict(exc: BaseException) -> bool:
 class Ledger:
     def __init__(self, spark: Any, table_name: str, pipeline: str):
         self.spark, self.name, self.pipeline = spark, table_name, pipeline
-        # One ledger write at a time per process: the lease keeper's renewals (a thread) never race this run's own
-        # claim/staged/committed updates into an Iceberg commit conflict.
-        self._lock = threading.RLock()
+        # One ledger write at a time per table and process: the lease keeper's renewals (a thread) never race this
+        # run's own claim/staged/committed updates of the table into an Iceberg commit conflict. Writes of different
+        # tables (a group's threads, cdc.group) run at once: the ledger is partitioned by table, so their commits
+        # touch different files and Iceberg retries the metadata swap (commit.retry.num-retries) without a conflict.
+        self._locks: dict[str, threading.RLock] = {}
+        self._locks_guard = threading.Lock()
+
+    def _lock(self, table: str) -> threading.RLock:
+        with self._locks_guard:
+            return self._locks.setdefault(table, threading.RLock())
 
     def _where(self, table: str) -> str:
         return f"pipeline = {lit(self.pipeline)} AND table_name = {lit(table)}"
@@ -117,7 +124,7 @@ class Ledger:
         """Run a ledger write; conflicts with other tables' commits are retried, real races are reported."""
         for attempt in range(attempts):
             try:
-                with self._lock:
+                with self._lock(table):
                     self.spark.sql(sql)
                 return
             except Exception as exc:
@@ -212,7 +219,7 @@ class Ledger:
         sql = (f"MERGE INTO {self.name} l USING ({src}) s ON l.pipeline = s.pipeline AND l.table_name = s.table_name "
                "AND l.batch_id = s.batch_id WHEN NOT MATCHED THEN INSERT *")
         try:
-            with self._lock:
+            with self._lock(table):
                 self.spark.sql(sql)
         except Exception as exc:
             if not is_commit_conflict(exc):
@@ -273,7 +280,7 @@ class Ledger:
 
     def _guarded(self, table: str, batch_id: int, run_id: str, what: str, write: Callable[[], Any]) -> None:
         try:
-            with self._lock:
+            with self._lock(table):
                 write()
         except Exception as exc:
             if not is_commit_conflict(exc):

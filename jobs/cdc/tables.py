@@ -118,13 +118,23 @@ def ensure_meta_tables(spark: Any, cfg: PipelineConfig) -> None:
     cow = {f"write.{op}.mode": "copy-on-write" for op in ("delete", "update", "merge")}
     iso = {f"write.{op}.isolation-level": "serializable" for op in ("delete", "update", "merge")}
     spark.sql(f"CREATE TABLE IF NOT EXISTS {n}.ledger ({LEDGER_DDL}) USING iceberg PARTITIONED BY (table_name) "
-              f"TBLPROPERTIES ({props_sql({**cow, **iso})})")
+              f"TBLPROPERTIES ({props_sql({**cow, **iso, **LEDGER_RETRIES})})")
     spark.sql(f"CREATE TABLE IF NOT EXISTS {n}.dead_letters ({DEAD_LETTERS_DDL}) USING iceberg "
               f"TBLPROPERTIES ({props_sql()})")
     have = {f.name for f in spark.table(f"{n}.ledger").schema.fields}
     for name, sql_type in LEDGER_COLUMNS:  # a ledger created by an older version gains the newer columns
         if name not in have:
             spark.sql(f"ALTER TABLE {n}.ledger ADD COLUMN {q(name)} {sql_type}")
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {n}.ledger").collect()}
+    missing = {k: v for k, v in LEDGER_RETRIES.items() if k not in props}
+    if missing:  # a ledger created by an older version
+        pairs = ", ".join(f"{lit(k)}={lit(v)}" for k, v in missing.items())
+        spark.sql(f"ALTER TABLE {n}.ledger SET TBLPROPERTIES ({pairs})")
+
+
+# The tables of one job (cdc.group) commit to the ledger at once: each commit's metadata swap may have to retry a few
+# times behind the others' (they touch different partitions, so the retry always succeeds).
+LEDGER_RETRIES = {"commit.retry.num-retries": "10"}
 
 
 def ensure_staging(spark: Any, name: str, columns: Sequence[Column]) -> None:
