@@ -47,9 +47,11 @@ def run_cli(config: Path, max_records: int | None = None, env: dict[str, str] | 
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
-def start_job(config: Path, *args: str, env: dict[str, str] | None = None, script: Path = INGEST) -> subprocess.Popen:
-    """A job process (``jobs/ingest.py`` unless ``script``) in its own process group, on ``local[2]``; see finish."""
-    cmd = [sys.executable, str(script), "--config", str(config), "--master", "local[2]", *args]
+def start_job(config: Path, *args: str, env: dict[str, str] | None = None, script: Path = INGEST,
+              master: str | None = "local[2]") -> subprocess.Popen:
+    """A job process (``jobs/ingest.py`` unless ``script``) in its own process group, on ``master`` (None: no
+    ``--master`` flag, for jobs without one such as ``jobs/maintenance.py``: the YAML's ``spark.master``); see finish."""
+    cmd = [sys.executable, str(script), "--config", str(config), *(("--master", master) if master else ()), *args]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(env),
                             cwd=str(REPO), start_new_session=True)
 
