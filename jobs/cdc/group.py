@@ -58,6 +58,16 @@ def exit_code_of(summary: Mapping[str, Any]) -> int:
     return worst_exit_code(int(t.get("exit_code") or 0) for t in summary.get("tables", []))
 
 
+def table_session(spark: Any, cfg: PipelineConfig) -> Any:
+    """The Spark session one table's thread runs in: its own (``newSession()``: the same SparkContext and settings,
+    its own catalog cache) when tables run at once. Iceberg's row-level operations (the ledger's UPDATEs, MERGEs into
+    the shared dead-letter table) fail when another thread of the same session commits to the same table between
+    their scan and their commit ("Runtime file filtering is not possible: the table has been concurrently modified
+    ... use independent Spark sessions in each thread"); from separate sessions the commits are retried and
+    validated like those of separate processes."""
+    return spark.newSession() if cfg.batch.table_concurrency > 1 else spark
+
+
 def run_isolated(cfg: PipelineConfig, tables: Sequence[TableConfig], mode: str,
                  run_one: Callable[[TableConfig], dict[str, Any]]) -> dict[str, Any]:
     """Run ``run_one`` for every table (``cfg.batch.table_concurrency`` at a time), catching each table's error;

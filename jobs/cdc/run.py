@@ -11,7 +11,6 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from cdc import errors
 from cdc.apply import apply_batch
 from cdc.cli_contract import BackfillBounds
 from cdc.config import PipelineConfig, TableConfig
@@ -27,7 +26,7 @@ from cdc.ledger import Ledger, LedgerRange, PendingBatch, TableState, owner_aliv
 from cdc.outcome import TableResult, phase, unwrap_task_error
 from cdc.ordering import Ordering, from_columns, resolve
 from cdc.stage import (BatchStats, PartitionCounts, batch_stats, check_dead_letter_ratio, record_dead_letters,
-                       stage, staged_key_and_ordering)
+                       stage, staged_key_and_ordering, unbound_columns)
 from cdc.layout import EPOCH, POSTGRES_COMMIT_ORDERING, row_columns, staged_row_columns, staging_columns, target_meta
 from cdc import progress, regression
 from cdc.tables import TableNames, ensure_meta_tables, existing_columns, names, target_epochs
@@ -51,9 +50,14 @@ def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: 
                                      f"{cfg.metadata_namespace}") from exc
     ledger = Ledger(spark, f"{cfg.catalog.name}.{cfg.metadata_namespace}.ledger", cfg.pipeline)
     if isolate and len(tables) > 1:  # one table's failure does not stop the others (cdc.group)
-        from cdc.group import run_isolated
+        from cdc.group import run_isolated, table_session
 
-        return run_isolated(cfg, tables, mode, lambda t: run_table(spark, cfg, t, ledger, mode, dry_run, bounds))
+        def one(t: TableConfig) -> dict[str, Any]:
+            own = table_session(spark, cfg)
+            return run_table(own, cfg, t, ledger if own is spark else Ledger(own, ledger.name, cfg.pipeline), mode,
+                             dry_run, bounds)
+
+        return run_isolated(cfg, tables, mode, one)
     out = [run_table(spark, cfg, t, ledger, mode, dry_run, bounds) for t in tables]
     return {"pipeline": cfg.pipeline, "mode": mode, "tables": out}
 
@@ -210,7 +214,8 @@ class TableRun:
             chunks = split_chunks(self.t.topic, ranges, self.cfg.batch.chunk_size)
             stage(self.spark, spec, chunks, self.names, self.cfg.batch.driver_read_max_records)
             stats = batch_stats(self.spark, self.names.staging, batch_id, ordering.columns)
-            while stats.dead_letters and (wider := self.unbound_columns(batch_id, decoder, row_cols)):
+            while stats.dead_letters and (wider := unbound_columns(self.spark, self.names.staging, batch_id, decoder,
+                                                                 row_cols, self.t)):
                 row_cols = wider  # records of schemas the samples did not show: stage again with their columns
                 spec = replace(spec, decoder=decoder.bind(row_cols), row_columns=tuple(row_cols),
                                staging_columns=tuple(staging_columns(row_cols, ordering.columns, key)))
@@ -250,29 +255,6 @@ class TableRun:
             positions, servers = state.positions, state.servers
         return regression.check(self.spark, self.names.staging, batch_id, self.t.target, self.t.topic, ordering,
                                 counts, positions, servers, self.movable)
-
-    def unbound_columns(self, batch_id: int, decoder: Any, row_cols: list[Column]) -> list[Column] | None:
-        """The row columns widened with the columns of staged ``UnboundColumns`` records (one record per distinct
-        message, i.e. per schema), or None when there are none."""
-        from cdc import evolution
-
-        found = self.spark.sql(
-            f"SELECT min(struct(__partition, __offset, __raw_key, __raw_value)) AS r FROM {self.names.staging} "
-            f"WHERE batch_id = {int(batch_id)} AND __error_class = 'UnboundColumns' GROUP BY __error").collect()
-        cols = list(row_cols)
-        for p, o, k, v in (r["r"] for r in found):
-            try:
-                own = decoder.record_columns(k and bytes(k), v and bytes(v), cols)
-                cols = evolution.plan(cols, own or [], self.t.allow_field_addition).columns
-            except evolution.Incompatible as exc:
-                raise evolution.evolution_error(self.t.target, self.t.topic, exc, (p, o)) from None
-        if found and len(cols) == len(row_cols):  # nothing to add: staging again would not help
-            p, o = found[0]["r"][:2]
-            raise errors.BadRecordError(
-                f"table {self.t.target}: topic {self.t.topic} partition {p} offset {o}: the record has columns the "
-                "batch schema lacks and they cannot be added (see its dead letter reason); check the record's schema "
-                "and allow_field_addition for this table, then rerun")
-        return cols if found else None
 
     def merge_and_commit(self, result: TableResult, batch_id: int, row_cols: list[Column], key: tuple[str, ...],
                          ordering: Ordering, stats: BatchStats | None = None) -> None:

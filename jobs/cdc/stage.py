@@ -10,7 +10,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
-from cdc.errors import DeadLetterRatioExceeded
+from cdc.decode.model import Column
+from cdc.errors import BadRecordError, DeadLetterRatioExceeded
 from cdc.kafka.read import Chunk, ReadSpec, map_chunks
 from cdc.ordering import Ordering
 from cdc.sql import lit, q
@@ -144,3 +145,28 @@ def check_dead_letter_ratio(table: str, counts: dict[int, PartitionCounts], max_
             f"more than max_dead_letter_ratio {max_ratio:.1%}; nothing was merged. Inspect them with "
             f"SELECT * FROM {dead_letters_table} WHERE table_name = {lit(table)} AND batch_id = {batch_id}, fix the "
             "cause, or raise max_dead_letter_ratio for this table and rerun")
+
+
+def unbound_columns(spark: Any, staging: str, batch_id: int, decoder: Any, row_cols: list[Column],
+                    table: Any) -> list[Column] | None:
+    """The row columns widened with the columns of staged ``UnboundColumns`` records (one record per distinct
+    message, i.e. per schema) of ``table`` (its ``TableConfig``), or None when there are none."""
+    from cdc import evolution
+
+    found = spark.sql(
+        f"SELECT min(struct(__partition, __offset, __raw_key, __raw_value)) AS r FROM {staging} "
+        f"WHERE batch_id = {int(batch_id)} AND __error_class = 'UnboundColumns' GROUP BY __error").collect()
+    cols = list(row_cols)
+    for p, o, k, v in (r["r"] for r in found):
+        try:
+            own = decoder.record_columns(k and bytes(k), v and bytes(v), cols)
+            cols = evolution.plan(cols, own or [], table.allow_field_addition).columns
+        except evolution.Incompatible as exc:
+            raise evolution.evolution_error(table.target, table.topic, exc, (p, o)) from None
+    if found and len(cols) == len(row_cols):  # nothing to add: staging again would not help
+        p, o = found[0]["r"][:2]
+        raise BadRecordError(
+            f"table {table.target}: topic {table.topic} partition {p} offset {o}: the record has columns the "
+            "batch schema lacks and they cannot be added (see its dead letter reason); check the record's schema "
+            "and allow_field_addition for this table, then rerun")
+    return cols if found else None

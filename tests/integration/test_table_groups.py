@@ -67,3 +67,39 @@ def test_one_failing_table_does_not_stop_the_others(spark, broker, warehouse, tm
     res = cli(raw, tmp_path)  # the healthy tables are up to date; the bad one fails again, alone
     assert res.code == 2
     assert [t["status"] for t in json.loads(res.stdout.splitlines()[-1])["tables"]] == ["empty", "failed", "empty"]
+
+
+def test_tables_running_at_once_update_the_shared_ledger_in_sessions_of_their_own(spark, broker, warehouse):
+    """Tables of a group run at once in threads (``batch.table_concurrency``); their ledger writes go to one Iceberg
+    table. In one shared Spark session, a row-level UPDATE fails when another thread commits to the ledger between
+    its scan and its commit ("Runtime file filtering is not possible: the table has been concurrently modified");
+    ``cdc.group.table_session`` gives each thread a session of its own, where such commits retry and succeed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cdc.config import parse_config
+    from cdc.group import table_session
+    from cdc.ledger import Ledger, LedgerRange
+    from cdc.tables import ensure_meta_tables
+
+    raw = pipeline(broker, warehouse)
+    raw["batch"]["table_concurrency"] = 4
+    cfg = parse_config(raw)
+    ensure_meta_tables(spark, cfg)
+    name = f"{cfg.catalog.name}.{cfg.metadata_namespace}.ledger"
+
+    def work(i: int) -> int:
+        own = table_session(spark, cfg)
+        assert own is not spark
+        ledger, table, run = Ledger(own, name, cfg.pipeline), f"t{i}.customers", f"run{i}"
+        ledger.claim(table, 1, "incremental", [LedgerRange(f"topic{i}", 0, 0, 5)], run)
+        for _ in range(6):  # UPDATEs of the table's rows while the other threads update theirs
+            ledger.renew(table, 1, run)
+        ledger.mark_committed(table, 1, run, {"inserted": i}, None, {})
+        return i
+
+    with ThreadPoolExecutor(4) as pool:
+        assert sorted(pool.map(work, range(4))) == [0, 1, 2, 3]
+    spark.catalog.refreshTable(name)
+    rows = spark.sql(f"SELECT table_name, status, inserted FROM {name}").collect()
+    assert sorted((r.table_name, r.status, r.inserted) for r in rows) == [
+        (f"t{i}.customers", "committed", i) for i in range(4)]
