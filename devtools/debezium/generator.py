@@ -24,7 +24,9 @@ Realism notes (what consumers must cope with):
   so it must be ordered against other partitions by source position.
 * PostgreSQL positions: ``lsn`` strictly increases per change (snapshot reads
   share the snapshot LSN). MySQL positions: (binlog file number, pos, row);
-  files rotate (pos resets to a small number) so ``pos`` alone is not ordered.
+  files rotate (pos resets to a small number) so ``pos`` alone is not ordered
+  (:mod:`.positions`). Failovers move positions back: far (:meth:`failover`) or,
+  on MySQL, slightly under a new ``server_id`` (:meth:`failover_server`).
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from .model import (
-    DEBEZIUM_VERSION,
     TOAST_PLACEHOLDER,
     TOAST_THRESHOLD,
     Column,
@@ -48,11 +49,10 @@ from .model import (
     default_table,
     partition_for,
 )
+from .positions import MYSQL_FIRST_POS, MYSQL_SERVER_ID, Behind, SourceLog  # noqa: F401 (re-exported)
 
 ReplicaIdentity = Literal["full", "default", "key"]
 DEFAULT_WEIGHTS: Mapping[str, float] = {"insert": 4, "update": 5, "delete": 1, "change_pk": 0.2, "truncate": 0.0}
-MYSQL_SERVER_ID = 223344
-MYSQL_FIRST_POS = 157  # first event after the format-description + previous-gtids events of a fresh binlog
 
 
 @dataclass
@@ -75,6 +75,7 @@ class GeneratorConfig:
     start_ms: int = 1_704_067_200_000  # 2024-01-01T00:00:00Z
     binlog_max_bytes: int = 20_000  # MySQL: rotate to the next binlog file after this many bytes
     binlog_first_file: int = 9
+    mysql_server_id: int = MYSQL_SERVER_ID  # source.server_id of streamed changes (until failover_server)
     first_lsn: int = 24_000_000  # PostgreSQL: where the WAL starts (a failover needs >1 GiB of it to be detectable)
     keep_records: bool = True  # False for benchmarks: only return records, do not accumulate them
 
@@ -97,14 +98,9 @@ class ChangeEventGenerator:
         self._tx_depth = 0
         self._tx_ts_ms = 0
         self._tx_id = 555 + self.rng.randrange(1000)
-        # PostgreSQL position state
-        self._lsn = self.config.first_lsn + self.rng.randrange(1_000_000)
-        self._last_commit_lsn: int | None = None
-        # MySQL position state
-        self._file_no = self.config.binlog_first_file
-        self._pos = MYSQL_FIRST_POS
-        self._row_event: tuple[int, int, str] | None = None  # (pos, rows so far, op) of the open row event
-        self._thread = 10 + self.rng.randrange(50)
+        c = self.config
+        self.log = SourceLog(c.connector, self.rng, c.first_lsn, c.binlog_first_file, c.binlog_max_bytes,
+                             c.mysql_server_id)
 
     # ------------------------------------------------------------------ oracle
 
@@ -167,82 +163,15 @@ class ChangeEventGenerator:
             self._clock_ms += self.rng.randint(1, 500)
             self._tx_ts_ms = self._clock_ms
             self._tx_id += 1
+            self.log.begin()
             if self.config.connector == "mysql":
-                self._pos += 80  # GTID/anonymous + BEGIN query events
                 self._tx_ts_ms -= self._tx_ts_ms % 1000  # binlog timestamps have second resolution
         self._tx_depth += 1
 
     def _commit(self) -> None:
         self._tx_depth -= 1
-        if self._tx_depth:
-            return
-        if self.config.connector == "postgresql":
-            self._lsn += 48
-            self._last_commit_lsn = self._lsn
-        else:
-            self._close_row_event()
-            self._pos += 31  # XID event
-            if self._pos > self.config.binlog_max_bytes:
-                self._file_no += 1
-                self._pos = MYSQL_FIRST_POS
-
-    def _close_row_event(self) -> None:
-        if self._row_event is not None:
-            self._pos += 60 + 40 * self._row_event[1]
-            self._row_event = None
-
-    def _next_position(self, op: str, shared_row_event: bool) -> tuple[int, ...]:
-        if self.config.connector == "postgresql":
-            self._lsn += self.rng.randint(40, 400)
-            return (self._lsn,)
-        ev = self._row_event
-        if ev is not None and ev[2] == op and shared_row_event and self.rng.random() < 0.5:
-            self._row_event = (ev[0], ev[1] + 1, op)  # another row of the same multi-row statement
-        else:
-            self._close_row_event()
-            self._row_event = (self._pos, 1, op)
-        pos, rows, _ = self._row_event
-        return (self._file_no, pos, rows - 1)
-
-    def _source(self, position: tuple[int, ...], snapshot: str, ts_ms: int) -> dict[str, Any]:
-        t = self.table
-        common = {
-            "version": DEBEZIUM_VERSION,
-            "connector": t.connector,
-            "name": t.server,
-            "ts_ms": ts_ms,
-            "snapshot": snapshot,
-            "db": t.database,
-        }
-        if t.connector == "postgresql":
-            last = "null" if self._last_commit_lsn is None else f'"{self._last_commit_lsn}"'
-            return {
-                **common,
-                "sequence": f'[{last},"{position[0]}"]',
-                "ts_us": ts_ms * 1000,
-                "ts_ns": ts_ms * 1_000_000,
-                "schema": t.schema,
-                "table": t.name,
-                "txId": self._tx_id,
-                "lsn": position[0],
-                "xmin": None,
-            }
-        file_no, pos, row = position
-        streaming = snapshot == "false"
-        return {
-            **common,
-            "sequence": None,
-            "ts_us": ts_ms * 1000,
-            "ts_ns": ts_ms * 1_000_000,
-            "table": t.name,
-            "server_id": MYSQL_SERVER_ID if streaming else 0,
-            "gtid": None,
-            "file": f"mysql-bin.{file_no:06d}",
-            "pos": pos,
-            "row": row,
-            "thread": self._thread if streaming else None,
-            "query": None,
-        }
+        if not self._tx_depth:
+            self.log.commit()
 
     def _emit(
         self,
@@ -261,7 +190,7 @@ class ChangeEventGenerator:
         value = {
             "before": before,
             "after": after,
-            "source": self._source(position, snapshot, source_ts),
+            "source": self.log.source(self.table, position, snapshot, source_ts, self._tx_id),
             "transaction": None,
             "op": op,
             "ts_ms": emitted_ms,
@@ -298,12 +227,7 @@ class ChangeEventGenerator:
             self.ever_seen.add(self.table.pk_of(row))
         self._clock_ms += 1000
         self._tx_id += 1
-        if self.config.connector == "postgresql":
-            self._lsn += 8
-            position: tuple[int, ...] = (self._lsn,)
-        else:
-            self._close_row_event()
-            position = (self._file_no, self._pos, 0)
+        position = self.log.snapshot_position()
         out: list[Record] = []
         rows = list(self.rows.values())
         for i, row in enumerate(rows):
@@ -319,7 +243,7 @@ class ChangeEventGenerator:
                 raise ValueError(f"duplicate key {pk}")
             self.rows[pk] = row
             self.ever_seen.add(pk)
-            return self._emit("c", self.table.key_of(row), None, dict(row), self._next_position("c", True))
+            return self._emit("c", self.table.key_of(row), None, dict(row), self.log.next_position("c", True))
 
     def update(self, pk: Any = None, changes: Row | None = None, position: tuple[int, ...] | None = None,
                toast: bool = True) -> list[Record]:
@@ -335,7 +259,7 @@ class ChangeEventGenerator:
             new = {**old, **changes}
             self.rows[pk] = new
             after = self._toasted(old, new, changes) if toast else dict(new)
-            position = self._next_position("u", True) if position is None else position
+            position = self.log.next_position("u", True) if position is None else position
             return self._emit("u", self.table.key_of(new), self._old_image(old, "u"), after, position)
 
     def tie_update(self, pk: Any = None) -> list[Record]:
@@ -350,7 +274,7 @@ class ChangeEventGenerator:
         with self.transaction():
             pk = self._pick(pk)
             old = self.rows.pop(pk)
-            position = self._next_position("d", True)
+            position = self.log.next_position("d", True)
             return self._emit("d", self.table.key_of(old), self._old_image(old, "d"), None, position)
 
     def change_pk(self, pk: Any = None, new_pk: int | None = None) -> list[Record]:
@@ -364,7 +288,7 @@ class ChangeEventGenerator:
             new = {**old, self.table.primary_key[0]: new_pk}
             self.rows[new_pk] = new
             self.ever_seen.add(new_pk)
-            position = self._next_position("pk", False)
+            position = self.log.next_position("pk", False)
             old_key, new_key = self.table.key_of(old), self.table.key_of(new)
             out = self._emit("d", old_key, self._old_image(old, "d"), None, position,
                              headers=(("__debezium.newkey", new_key),))
@@ -386,15 +310,27 @@ class ChangeEventGenerator:
     def truncate(self) -> list[Record]:
         with self.transaction():
             self.rows.clear()
-            position = self._next_position("t", False)
+            position = self.log.next_position("t", False)
             return self._emit("t", None, None, None, position)
 
     def failover(self) -> None:
         """The source's log starts again far lower (MySQL failover / ``RESET MASTER``, PostgreSQL moved to a new
         cluster): later changes carry positions below every earlier one. No records; the rows stay as they are."""
-        self._close_row_event()
-        self._file_no, self._pos = 1, MYSQL_FIRST_POS
-        self._lsn, self._last_commit_lsn = 30_000_000 + self.rng.randrange(1_000_000), None
+        self.log.failover()
+
+    def failover_server(self, new_server_id: int, behind: Behind = "file") -> tuple[int, int]:
+        """MySQL failover to a replica slightly behind: later changes carry ``source.server_id`` = ``new_server_id``
+        and start just below the newest streamed change (``behind="file"``: one binlog file back; ``"pos"``: the
+        same file at a lower pos), then go upward from there. No records; the rows stay as they are (the replica
+        has them). Returns (binlog file number, pos) of the next change. Not inside a transaction."""
+        if self._tx_depth:
+            raise ValueError("failover_server inside a transaction")
+        return self.log.failover_server(new_server_id, behind)
+
+    @property
+    def server_id(self) -> int:
+        """The MySQL server whose binlog later streamed changes come from (``source.server_id``)."""
+        return self.log.server_id
 
     def add_column(self, column: Column) -> TableSchema:
         """``ALTER TABLE ADD COLUMN`` (nullable): later events carry the column; existing rows get null."""

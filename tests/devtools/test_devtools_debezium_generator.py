@@ -233,3 +233,44 @@ def test_widen_column_is_a_new_version_and_rejects_other_changes() -> None:
     for bad in (Column("n", "int32"), Column("balance", "decimal", precision=16, scale=3), Column("name", "text")):
         with pytest.raises(ValueError, match="not a widening"):
             gen.widen_column(bad)
+
+
+@pytest.mark.parametrize("behind", ["file", "pos"])
+def test_failover_server_moves_slightly_back_under_the_new_server_id(behind: str) -> None:
+    gen = ChangeEventGenerator(6, GeneratorConfig(connector="mysql", binlog_max_bytes=3000, mysql_server_id=7))
+    (read, *_) = gen.snapshot(4)
+    old = [r for r in gen.random_ops(40, ALL_OPS) if r.value]
+    rows = gen.expected_rows()
+    assert gen.failover_server(8, behind) and gen.server_id == 8
+    assert gen.expected_rows() == rows  # the replica has the rows
+    new = [r for r in gen.random_ops(40, ALL_OPS) if r.value]
+    assert read.value["source"]["server_id"] == 0  # snapshot reads: no server
+    assert {r.value["source"]["server_id"] for r in old} == {7} and {r.value["source"]["server_id"] for r in new} == {8}
+    last, first = old[-1].position, new[0].position
+    assert first < last  # behind: the new server's changes would look older
+    if behind == "file":
+        assert first[0] == last[0] - 1  # one file back: no far fall (three files or more)
+    else:
+        assert first[0] == last[0] and last[1] // 2 <= first[1] < last[1]
+    assert [r.position for r in new] == sorted(r.position for r in new)  # upward from there
+    assert new[-1].position > last  # ... past the old server's newest eventually (the harness runs 10+ ops)
+    for r in new:
+        source = r.value["source"]
+        assert r.position == (int(source["file"][-6:]), source["pos"], source["row"])
+
+
+def test_failover_server_refuses_what_cannot_happen() -> None:
+    pg = ChangeEventGenerator(1)
+    pg.insert()
+    with pytest.raises(ValueError, match="MySQL only"):
+        pg.failover_server(2)
+    gen = ChangeEventGenerator(1, GeneratorConfig(connector="mysql"))
+    gen.insert()
+    with pytest.raises(ValueError, match="other than"):
+        gen.failover_server(gen.server_id)
+    with gen.transaction(), pytest.raises(ValueError, match="inside a transaction"):
+        gen.failover_server(2)
+    fresh = ChangeEventGenerator(1, GeneratorConfig(connector="mysql", binlog_first_file=1))
+    fresh.insert()
+    with pytest.raises(ValueError, match="no binlog file before"):
+        fresh.failover_server(2, "file")
