@@ -14,7 +14,8 @@ Every job run is the whole ``python jobs/ingest.py`` process (Spark start-up inc
    as many events in total (goal ≤ 2.0×; the job part of a DAG run: Airflow's plan/publish tasks are not included);
    today's one-process-per-table mapping is estimated as ``--tables`` × the small-batch process;
 5. memory: peak RSS of the driver (Python, JVM) and of the Python workers during run 1 (goal: JVM < 2 GB, workers
-   bounded by ``batch.chunk_size``; the issue's 10M-event backfill needs ``--events 10000000``);
+   bounded by ``batch.chunk_size``), and with ``--backfill-events 10000000`` the issue's 10M-event backfill (many
+   batches of ``--backfill-batch``) with the job's default driver memory;
 6. peer: run 1's events/s vs consume + fastavro decode + last change per key + pyiceberg ``delete`` + ``upsert``
    into a table pre-loaded with the same rows (goal ≥ 3×).
 
@@ -59,6 +60,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--table-events", type=int, default=1000, help="changes per table in the many-tables run")
     ap.add_argument("--table-concurrency", type=int, default=4, help="batch.table_concurrency of that run")
     ap.add_argument("--driver-memory", default="4g")
+    ap.add_argument("--backfill-events", type=int, default=0,
+                    help="target 5: a backfill of this many changes (the issue: 10,000,000) with the job's default "
+                         "driver memory; 0 = not run")
+    ap.add_argument("--backfill-batch", type=int, default=1_000_000, help="changes per batch of that backfill")
     ap.add_argument("--skip", action="append", default=[], choices=("throughput", "small", "tables", "peer"))
     ap.add_argument("--out", default=str(REPO / "bench" / "results"))
     return ap.parse_args(argv)
@@ -102,6 +107,31 @@ def throughput(args: argparse.Namespace, broker: Any, registry: str, tmp: Path, 
         out["rows_match_peer"] = out["target_rows_after"] == out["peer"]["rows_after"]
         log(f"rows after: job {out['target_rows_after']:,}, peer {out['peer']['rows_after']:,}")
     details["throughput"] = out
+    return out
+
+
+def backfill(args: argparse.Namespace, broker: Any, registry: str, tmp: Path, spark_conf: dict[str, str],
+             details: dict[str, Any]) -> dict[str, Any]:
+    """Target 5: ``--backfill-events`` changes ingested by one ``--mode backfill`` run (batches of
+    ``--backfill-batch``), with the job's own default driver memory (no ``spark.driver.memory``): peak RSS."""
+    stream = Stream(broker, registry, "bench.public.backfill", args.partitions, seed=21)
+    produced, t0 = 0, time.perf_counter()
+    while produced < args.backfill_events:  # in pieces: the produced records are not all held in memory at once
+        produced += stream.produce_batch(min(500_000, args.backfill_events - produced)).records
+    log(f"backfill: {produced:,} records produced in {time.perf_counter() - t0:.0f} s")
+    conf = {k: v for k, v in spark_conf.items() if k != "spark.driver.memory"}
+    cfg = pipeline_yaml(tmp / "backfill.yaml", "bench_backfill", broker.bootstrap, registry, str(tmp / "wh_backfill"),
+                        [(stream.topic, "bench.backfill")],
+                        {"max_records_per_partition": max(1, args.backfill_batch // args.partitions),
+                         "chunk_size": args.chunk_size}, conf)
+    job = procs.ingest(cfg, "--mode", "backfill").check("backfill job")
+    summary = (job.summary() or {"tables": [{}]})["tables"][0]
+    out = {"records": produced, "batch_records": args.backfill_batch, "chunk_size": args.chunk_size,
+           "job_s": round(job.seconds, 1), "job_eps": round(produced / job.seconds), "job_cpu_s": job.peaks.cpu_seconds,
+           "events_read": summary.get("events_read"), "status": summary.get("status"),
+           "rss": job.peaks.as_mb(), "rss_samples": job.peaks.samples}
+    log(f"backfill: {out}")
+    details["backfill"] = out
     return out
 
 
@@ -200,6 +230,14 @@ def targets(details: dict[str, Any]) -> list[dict[str, Any]]:
             est = m["tables"] * s["job_s"]
             rows.append(report.row("3'", "today: one process per table (estimate)", f"{est:.0f} s",
                                    f"{m['single_s']} s one table", est / m["single_s"], "(reference)", None))
+    b = details.get("backfill")
+    if b:
+        r = b["rss"]
+        rows.append(report.row("5", f"peak RSS, {b['records']:,}-event backfill in batches of {b['batch_records']:,} "
+                                    f"(default driver memory, chunk_size {b['chunk_size']:,})",
+                               f"JVM {r['jvm_mb']} MB, driver py {r['driver_python_mb']} MB, "
+                               f"worker max {r['worker_max_mb']} MB", "", None, "JVM + driver py < 2048 MB",
+                               r["jvm_mb"] + r["driver_python_mb"] < 2048))
     if t:
         r = t["rss"]
         rows.append(report.row("5", f"peak RSS, {t['records']:,} events (chunk_size {t['chunk_size']:,})",
@@ -227,9 +265,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     with LocalBroker() as broker, LocalSchemaRegistry() as registry, \
             tempfile.TemporaryDirectory(prefix="cdc-bench-") as tmp:
-        steps = (("small", small_batch), ("tables", many_tables), ("throughput", throughput))
+        steps = (("small", small_batch), ("tables", many_tables), ("throughput", throughput), ("backfill", backfill))
         for name, step in steps:
-            if name not in args.skip:
+            if name not in args.skip and (name != "backfill" or args.backfill_events):
                 log(f"--- {name}")
                 step(args, broker, registry.url, Path(tmp), spark_conf, result["details"])
     result["seconds"] = round(time.perf_counter() - t0)
