@@ -54,6 +54,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from cdc.errors import TerminalError
+from cdc.sql import q
 
 _INT_TYPES = {"smallint": pa.int32(), "integer": pa.int32(), "bigint": pa.int64()}
 _SIMPLE = {**_INT_TYPES, "real": pa.float32(), "double precision": pa.float64(), "boolean": pa.bool_(),
@@ -87,8 +88,7 @@ def quote_pg(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def quote_spark(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+quote_spark = q  # Spark SQL identifiers are quoted in one place (cdc.sql.q)
 
 
 def base_type(pg_type: str) -> tuple[str, str]:

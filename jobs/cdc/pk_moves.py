@@ -29,7 +29,8 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from cdc.decode.model import Column
-from cdc.layout import DELETED, EPOCH, IMAGE, MOVED, NEW_KEY, OLD_KEY, UNAVAILABLE, moved_column
+from cdc.layout import DELETED, EPOCH, IMAGE, KIND, MOVED, NEW_KEY, OFFSET, OLD_KEY, PARTITION, TOPIC, UNAVAILABLE, \
+    moved_column
 from cdc.merge import MergeSpec, _change_columns, _live
 from cdc.sql import key_join, lit, q, tuple_gt
 
@@ -168,8 +169,8 @@ def remember_images(spark: Any, spec: MergeSpec, columns: Sequence[str]) -> None
         return
     topic = spark.sql(f"SELECT first(`__topic`) FROM {batch}").first()[0]
     images = spark.sql(delete_images_sql(spec, changes_sql(spec), columns))
-    have = {"batch_id": F.lit(int(spec.batch_id)).cast("bigint"), "__topic": F.lit(topic),
-            "__partition": F.col("__p"), "__offset": F.col("__o"), "__kind": F.lit(IMAGE), MOVED: F.col("__image")}
+    have = {"batch_id": F.lit(int(spec.batch_id)).cast("bigint"), TOPIC: F.lit(topic),
+            PARTITION: F.col("__p"), OFFSET: F.col("__o"), KIND: F.lit(IMAGE), MOVED: F.col("__image")}
     fields = spark.table(spec.staging).schema.fields
     images.select(*[have.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name) for f in fields]
                   ).writeTo(spec.staging).append()

@@ -29,7 +29,7 @@ from cdc.decode.avro import _HEADER
 from cdc.decode.avro_group import GroupPlan, vector_converter
 from cdc.decode.avro_positions import SOURCE_FIELDS, positions
 from cdc.decode.model import CHANGE, MESSAGE, TOMBSTONE
-from cdc.layout import SERVER_ID
+from cdc.layout import KAFKA_TS_MS, KIND, OFFSET, OP, PARTITION, SERVER_ID, SOURCE_TS_MS, TOPIC, TS_MS, UNAVAILABLE
 from cdc.regression import NO_SERVER
 
 Message = tuple[int, Any, Any, Any]  # (offset, timestamp ms or None, key bytes, value bytes)
@@ -102,12 +102,12 @@ def stage_avro(spec: Any, topic: str, partition: int, msgs: Sequence[Message],
 def _meta_batch(spec: Any, topic: str, partition: int, msgs: Sequence[Message], schema: pa.Schema, kind: str,
                 op: pa.Array | None) -> pa.RecordBatch:
     n = len(msgs)
-    cols = {"batch_id": pa.array([spec.batch_id] * n, pa.int64()), "__topic": pa.array([topic] * n, pa.string()),
-            "__partition": pa.array([partition] * n, pa.int32()),
-            "__offset": pa.array([m[0] for m in msgs], pa.int64()),
-            "__kafka_ts_ms": pa.array([m[1] for m in msgs], pa.int64()),
-            "__kind": pa.array([kind] * n, pa.string()),
-            "__op": op if op is not None else pa.nulls(n, pa.string())}
+    cols = {"batch_id": pa.array([spec.batch_id] * n, pa.int64()), TOPIC: pa.array([topic] * n, pa.string()),
+            PARTITION: pa.array([partition] * n, pa.int32()),
+            OFFSET: pa.array([m[0] for m in msgs], pa.int64()),
+            KAFKA_TS_MS: pa.array([m[1] for m in msgs], pa.int64()),
+            KIND: pa.array([kind] * n, pa.string()),
+            OP: op if op is not None else pa.nulls(n, pa.string())}
     return pa.RecordBatch.from_arrays([cols.get(f.name, pa.nulls(n, f.type)) for f in schema], schema=schema)
 
 
@@ -152,17 +152,17 @@ def _decode_group(spec: Any, topic: str, partition: int, group: Sequence[Message
     kind = pc.if_else(pc.equal(op, "m"), MESSAGE, CHANGE)
     meta = _meta_batch(spec, topic, partition, group, schema, CHANGE, op)
     arrays = {f.name: meta.column(i) for i, f in enumerate(schema)}
-    arrays["__kind"] = kind
-    arrays["__op"] = op
+    arrays[KIND] = kind
+    arrays[OP] = op
     is_m = pc.equal(op, "m")
     for col_name, a in zip(spec.ordering.columns, ordering):
         arrays[col_name] = pc.if_else(is_m, pa.nulls(n, pa.int64()), a)
-    arrays["__source_ts_ms"] = pc.if_else(is_m, pa.nulls(n, pa.int64()),
+    arrays[SOURCE_TS_MS] = pc.if_else(is_m, pa.nulls(n, pa.int64()),
                                           pc.struct_field(source, ["ts_ms"]).cast(pa.int64()))
-    arrays["__ts_ms"] = pc.if_else(is_m, pa.nulls(n, pa.int64()), table.column("ts_ms").combine_chunks()
+    arrays[TS_MS] = pc.if_else(is_m, pa.nulls(n, pa.int64()), table.column("ts_ms").combine_chunks()
                                    .cast(pa.int64())) if "ts_ms" in table.column_names else pa.nulls(n, pa.int64())
     arrays[SERVER_ID] = pc.if_else(is_m, pa.nulls(n, pa.string()), _servers(source))
-    arrays["__unavailable"] = unavailable
+    arrays[UNAVAILABLE] = unavailable
     arrays.update(cols)
     batch = pa.RecordBatch.from_arrays([arrays[f.name].cast(f.type) for f in schema], schema=schema)
     return batch.filter(mask), rest
