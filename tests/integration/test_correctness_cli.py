@@ -38,7 +38,7 @@ F12, F1 = "mysql-bin.000012", "mysql-bin.000001"  # scenario 5: the binlog resta
 SCENARIOS = ("s01", "s02", "s05", "s06", "s07", "s08", "s11")
 TABLE_OPTIONS = {"s07": {"delete_mode": "soft"}, "s08": {"primary_key": ["id"]}}
 PARTITIONS = {"s06": 2}
-REPLAYED = ("s01", "s05", "s06")  # replays the issue names (1, 5) and a compacted one (a backfill costs seconds a table)
+REPLAYED = ("s01", "s05", "s06")  # replays the issue names (1, 5) and a compacted one (seconds per table)
 
 
 def error_lines(res: subprocess.CompletedProcess) -> list[str]:
