@@ -274,3 +274,20 @@ def test_failover_server_refuses_what_cannot_happen() -> None:
     fresh.insert()
     with pytest.raises(ValueError, match="no binlog file before"):
         fresh.failover_server(2, "file")
+
+
+def test_the_randomized_oracle_draws_server_failovers_only_where_they_hold() -> None:
+    from tests.integration.harness import Scenario, build_stream
+
+    drawn = set()
+    for seed in range(1, 120):
+        for t in Scenario.random(seed).tables:
+            if not t.server_failover:
+                continue
+            assert t.connector == "mysql" and t.write_mode == "upsert" and not t.failover
+            drawn.add(t.server_failover)
+            gen, records = build_stream(t)
+            ids = [r.value["source"]["server_id"] for r in records if r.value and r.op != "r"]
+            switch = ids.index(gen.server_id)  # redeliveries on either side, none across
+            assert len(set(ids[:switch])) == 1 and set(ids[switch:]) == {gen.server_id} != set(ids[:switch])
+    assert drawn == {"file", "pos"}

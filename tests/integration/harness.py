@@ -22,7 +22,9 @@ changing anything it had).
 Further classes (issue 17, ``tests/integration/oracle_streams.py``): a nullable column added mid-stream (a new Avro
 schema version; sometimes widened later), same-position updates of a key (ties: the later Kafka offset wins; upsert
 tables only), schemaless JSON with ``column_types`` declaring its decimals, dates and timestamps
-(``fmt="json-schemaless"``), and runs under a non-UTC local zone (``tz``: subprocesses and in-process runs).
+(``fmt="json-schemaless"``), runs under a non-UTC local zone (``tz``: subprocesses and in-process runs), and a MySQL
+failover to a replica slightly behind (``TableSpec.server_failover``: a new ``server_id`` one binlog file back or at
+a lower pos; refused where the server rule sees it, then ``ordering_epoch`` raised as for a failover).
 
 Afterwards the table is compared with ``expected_rows()`` (hard deletes: table == oracle, row by row; soft deletes:
 live rows == oracle, every other row is flagged ``__deleted`` and its key is in ``deleted_keys()``), and the ledger is
@@ -49,7 +51,8 @@ from tests.integration.cli import run_cli
 from tests.integration.crashes import (Refused, _maintenance, _owner_dead_once, local_zone,  # noqa: F401 (re-exported)
                                       raise_at)
 from tests.integration.oracle_check import check_ledger, compare
-from tests.integration.oracle_streams import TableSpec, build_stream, draw_classes  # noqa: F401 (re-exported)
+from tests.integration.oracle_streams import (TableSpec, build_stream, draw_classes,  # noqa: F401 (re-exported)
+                                             draw_server_failover)
 
 CRASH_POINTS = ("after_claim", "after_stage", "after_staged", "after_truncate", "after_merge", "before_commit",
                 "after_commit")
@@ -99,6 +102,8 @@ class Scenario:
         for t in tables:
             draw_classes(t, extra)  # schema evolution, ties (tests/integration/oracle_streams.py)
         schemaless = extra.random() < 0.35
+        for t in tables:
+            draw_server_failover(t, extra)  # after the draws above: they stay as they were
         batch_sizes = [rng.choice((3, 7, 15, 30, 80)) for _ in range(3)]
         crash = None
         if crash_kinds and rng.random() < crash_odds:
@@ -287,7 +292,7 @@ class Harness:
         for entry, s in zip(raw["tables"], streams):
             if f"table {s.target}:" not in message:
                 continue
-            if "PositionRegression" in message and s.spec.failover:  # raise ordering_epoch and rerun
+            if "PositionRegression" in message and (s.spec.failover or s.spec.server_failover):  # raise the epoch
                 entry["ordering_epoch"] = entry.get("ordering_epoch", 0) + 1
                 return "epoch"
             if "beyond the partition's high watermark" in message:  # --reset-cursor, then read on

@@ -10,6 +10,12 @@ with the delivery faults, schema changes and ties its ``TableSpec`` asks for.
   (``ChangeEventGenerator.tie_update``); the later Kafka offset is the row's state. Not in append/scd2 tables (their
   identity of a change is key + position + op) and not with adversarial reordering (``move_later`` would put the
   older one later; redeliveries keep the order of last deliveries, see ``devtools.debezium.redeliver``).
+* Server failover, slightly behind (``TableSpec.server_failover``, MySQL upsert tables): halfway the connector reads
+  a replica's binlog (``ChangeEventGenerator.failover_server``): a new ``source.server_id``, positions one binlog
+  file back (``"file"``) or in the same file at a lower pos (``"pos"``), upward from there; the rows stay. No far
+  fall, so only the server rule sees it: a partition whose first change from the new server is below what it
+  reached is refused (``PositionRegression``) until ``ordering_epoch`` is raised; one where it is above keeps the
+  order. Redeliveries on either side, not across (a connector does not redeliver the old server's log from the new).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ class TableSpec:
     add_column_at: int = 0
     widen_at: int | None = None  # widen `added` (int32/decimal, WIDENED) before this op number
     ties: bool = False  # same-position updates of a key (upsert, not adversarial)
+    server_failover: str | None = None  # "file" | "pos": halfway, a replica slightly behind (MySQL upsert tables)
 
     def describe(self) -> str:
         return (f"{self.connector[:2]}/{self.delete_mode}/p{self.partitions}/{self.replica_identity}"
@@ -55,7 +62,8 @@ class TableSpec:
                 f"{'' if self.write_mode == 'upsert' else '/' + self.write_mode}"
                 f"{'/track' if self.track_columns else ''}{'/failover' if self.failover else ''}"
                 f"{f'/+{self.add_column}@{self.add_column_at}' if self.add_column else ''}"
-                f"{f'/widen@{self.widen_at}' if self.widen_at is not None else ''}{'/ties' if self.ties else ''}")
+                f"{f'/widen@{self.widen_at}' if self.widen_at is not None else ''}{'/ties' if self.ties else ''}"
+                f"{f'/server-failover-{self.server_failover}' if self.server_failover else ''}")
 
 
 def draw_classes(spec: TableSpec, rng: random.Random) -> None:
@@ -66,6 +74,12 @@ def draw_classes(spec: TableSpec, rng: random.Random) -> None:
         if spec.add_column in WIDENED and rng.random() < 0.5:
             spec.widen_at = rng.randint(spec.add_column_at, spec.ops - 1)
     spec.ties = spec.write_mode == "upsert" and not spec.adversarial and rng.random() < 0.5
+
+
+def draw_server_failover(spec: TableSpec, rng: random.Random) -> None:
+    """The slight server failover of one table (MySQL upsert tables without the far failover), from ``rng``."""
+    if spec.connector == "mysql" and spec.write_mode == "upsert" and not spec.failover and rng.random() < 0.4:
+        spec.server_failover = rng.choice(("file", "pos"))
 
 
 def build_stream(spec: TableSpec) -> tuple[ChangeEventGenerator, list[Any]]:
@@ -83,9 +97,15 @@ def build_stream(spec: TableSpec) -> tuple[ChangeEventGenerator, list[Any]]:
     if spec.ties:
         weights["tie_update"] = 1.5
     half = spec.ops // 2
-    if spec.failover:  # faults within each side: a connector does not redeliver the old server's log on the new one
-        before = _faults(spec, rng, records + _ops(gen, spec, weights, 0, half))
-        gen.failover()
+    if spec.failover or spec.server_failover:  # faults within each side: a connector does not redeliver the old
+        before = _faults(spec, rng, records + _ops(gen, spec, weights, 0, half))  # server's log on the new one
+        if spec.failover:
+            gen.failover()
+        else:
+            try:
+                gen.failover_server(gen.server_id + 1 + spec.seed % 97, spec.server_failover)  # type: ignore[arg-type]
+            except ValueError:  # "pos" right after a rotation: no lower pos in that file
+                gen.failover_server(gen.server_id + 1 + spec.seed % 97, "file")
         records = before + _faults(spec, rng, _ops(gen, spec, weights, half, spec.ops))
     else:
         records = _faults(spec, rng, records + _ops(gen, spec, weights, 0, spec.ops))

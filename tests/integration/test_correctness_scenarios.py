@@ -450,3 +450,76 @@ def test_scenario_06_on_a_regular_topic_a_kafka_tombstone_alone_deletes_nothing(
     s = p.run()
     assert (s["deleted"], s["events_skipped"]) == (0, 1)
     assert p.rows() == {1: ("a", None)}
+
+
+@pytest.mark.xfail(strict=True, reason="product bug (soak seed 60): GC's horizon from a NULL epoch; remove "
+                   "this marker with the fix in jobs/maintenance.py")
+def test_scenario_05_tombstone_gc_after_the_ordering_epoch_was_raised(make_pipe):
+    """Soak seed 60 (a server failover slightly behind, tombstone GC after every run): tombstones written before the
+    epoch column existed hold NULL in it; a GC that may drop only such tombstones failed computing its horizon
+    (``TypeError: int() argument must be ... not 'NoneType'``)."""
+    from dataclasses import replace
+
+    from cdc.errors import PositionRegression
+
+    f11, f12 = "mysql-bin.000011", "mysql-bin.000012"
+    p = make_pipe(partitions=2)
+    p.send(mysql("c", 1, row(1, "a"), f12, 900, server_id=1), mysql("d", 1, row(1, "a"), f12, 950, server_id=1),
+           tombstone(1))
+    p.send(mysql("c", 2, row(2, "b"), f12, 800, server_id=1), partition=1)  # partition 1 has not passed the delete
+    p.run()
+    p.send(mysql("c", 3, row(3, "c"), f11, 7000, server_id=2))  # a replica one binlog file behind
+    p.send(mysql("u", 2, row(2, "after failover"), f11, 7010, server_id=2), partition=1)
+    with pytest.raises(PositionRegression):
+        p.run()
+    p.cfg = replace(p.cfg, tables=(replace(p.table, ordering_epoch=1),))  # the documented way on
+    assert p.run()["status"] == "committed"
+    gc_tombstones(p)  # both partitions passed the delete (epoch 1 > epoch 0): its tombstone goes
+    assert p.rows() == {2: ("after failover", None), 3: ("c", None)}
+    p.run(mode="backfill", bounds=_bounds(p.topic, start={0: 0, 1: 0}))  # a replay resurrects nothing
+    assert p.rows() == {2: ("after failover", None), 3: ("c", None)}
+
+
+@pytest.mark.xfail(strict=True, reason="product bug (soak seed 198): a row stored before the epoch column existed "
+                   "(NULL epoch) loses to an older epoch-0 change; remove this marker with the fix")
+def test_scenario_05_an_older_redelivery_does_not_win_over_a_row_stored_before_the_epoch_column(make_pipe):
+    """Soak seed 198 (a server failover slightly behind): the batch that raises the epoch also holds a connector
+    restart's redelivery of an older change of the old server. Its epoch is 0; the stored row, written before the
+    epoch column existed, holds NULL there, which counted as -infinity, so the older change replaced the newer row."""
+    from dataclasses import replace
+
+    from cdc.errors import PositionRegression
+
+    f11, f12 = "mysql-bin.000011", "mysql-bin.000012"
+    p = make_pipe()
+    p.send(mysql("c", 1, row(1, "a"), f12, 900, server_id=1), mysql("u", 1, row(1, "b"), f12, 1000, server_id=1))
+    p.run()
+    p.send(mysql("c", 1, row(1, "a"), f12, 900, server_id=1),  # a redelivery (connector restart) of the older create
+           mysql("c", 2, row(2, "c"), f11, 7000, server_id=2))  # then a replica one binlog file behind
+    with pytest.raises(PositionRegression):
+        p.run()
+    p.cfg = replace(p.cfg, tables=(replace(p.table, ordering_epoch=1),))  # the documented way on
+    assert p.run()["status"] == "committed"
+    assert p.rows() == {1: ("b", None), 2: ("c", None)}
+
+
+@pytest.mark.xfail(strict=True, reason="product bug (soak seeds 205, 244): on a compacted topic a Kafka tombstone of "
+                   "a row stored before the epoch column existed deletes nothing; remove this marker with the fix")
+def test_scenario_05_on_a_compacted_topic_a_tombstone_deletes_a_row_stored_before_the_epoch_column(make_pipe):
+    """Soak seeds 205 and 244 (a server failover slightly behind on a compacted topic): the batch that raises the
+    epoch holds a Kafka tombstone (its ``d`` compacted away) of a key stored before the epoch column existed. The
+    delete it stands for takes the stored row's position, whose epoch is NULL, and so never won: the key stayed."""
+    from dataclasses import replace
+
+    from cdc.errors import PositionRegression
+
+    f11, f12 = "mysql-bin.000011", "mysql-bin.000012"
+    p = make_pipe(topic_config={"cleanup.policy": "compact"})
+    p.send(mysql("c", 1, row(1, "a"), f12, 900, server_id=1), mysql("c", 2, row(2, "b"), f12, 950, server_id=1))
+    p.run()
+    p.send(tombstone(1), mysql("u", 2, row(2, "after failover"), f11, 7000, server_id=2))
+    with pytest.raises(PositionRegression):
+        p.run()
+    p.cfg = replace(p.cfg, tables=(replace(p.table, ordering_epoch=1),))  # the documented way on
+    assert p.run()["status"] == "committed"
+    assert p.rows() == {2: ("after failover", None)}

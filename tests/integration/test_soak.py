@@ -5,8 +5,8 @@ Knobs (environment): ``CDC_SOAK_SCENARIOS`` (default 200), ``CDC_SOAK_SEED`` (fi
 list of seeds instead). Most scenarios run in-process
 against the session SparkSession; about one in eight crashes a real ``jobs/ingest.py`` subprocess (SIGKILL at a named
 point or from outside), one in three crashes in-process at a random point. The scenario classes (schema changes, ties,
-schemaless JSON, local zones, failovers, stale writers, lost cursors ...) are drawn per seed: see
-``tests/integration/harness.py`` and ``tests/integration/oracle_streams.py``. A failing seed reproduces with
+schemaless JSON, local zones, failovers far back or to a MySQL replica slightly behind, stale writers, lost cursors ...)
+are drawn per seed: see ``tests/integration/harness.py`` and ``tests/integration/oracle_streams.py``. A failing seed reproduces with
 ``CDC_SOAK_SEED=<seed> CDC_SOAK_SCENARIOS=1``.
 """
 
