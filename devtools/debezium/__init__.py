@@ -10,7 +10,7 @@ Typical use::
     assert sink_rows == gen.expected_rows()
 
 Modules: :mod:`.model` (table model, Record), :mod:`.generator` (operations +
-oracle), :mod:`.serializers` (JsonConverter / Confluent Avro), :mod:`.delivery`
+oracle), :mod:`.positions` (source log positions, failovers), :mod:`.serializers` (JsonConverter / Confluent Avro), :mod:`.delivery`
 (redelivery/reordering, reference replay, producers).
 """
 
