@@ -131,7 +131,7 @@ class Maintenance:
         partition bound (``gc_watermark``) keeps a lagging partition's first-time changes above the horizon.
         Horizon first: a crash in between leaves a horizon with its tombstones still there, which changes nothing."""
         from cdc.layout import DELETED_AT, EPOCH, KAFKA_OFFSET, KAFKA_PARTITION, align, is_meta
-        from cdc.sql import q, tuple_cmp_literal
+        from cdc.sql import position_value, tuple_cmp_literal
         from cdc.tables import GC_HORIZON_PROPERTY, gc_horizon
 
         watermark = self.gc_watermark(t)
@@ -144,7 +144,8 @@ class Maintenance:
         # strictly below: a partition that committed position W has read every event before W, not necessarily every
         # event AT W (a PK change is a delete and a create at one position; a batch may end between them)
         where = f"__deleted_at < {cutoff} AND {tuple_cmp_literal('t', ordering, watermark, '<')}"
-        expr = "max(named_struct(" + ", ".join(f"'o{i}', {q(c)}" for i, c in enumerate(ordering)) + "))"
+        fields = ", ".join(f"'o{i}', {position_value('t', c)}" for i, c in enumerate(ordering))
+        expr = f"max(named_struct({fields}))"
         row = self.spark.sql(f"SELECT count(*) AS n, {expr} AS p FROM {ident} t WHERE {where}").first()
         if not row["n"]:
             return {"older_than": cutoff, "dropped": 0, "watermark": list(watermark)}

@@ -35,7 +35,7 @@ from typing import Sequence
 
 from cdc.layout import (BATCH_ID, DELETED, DELETED_AT, IMAGE, INGESTED_AT, KAFKA_OFFSET, KAFKA_PARTITION, MOVED, NEW_KEY,
                         OFFSET, OLD_KEY, OP, PARTITION, SOURCE_TS_MS, UNAVAILABLE, Positioned)
-from cdc.sql import key_join, lit, q, tuple_cmp_literal, tuple_eq, tuple_gt
+from cdc.sql import key_join, lit, position_value, q, tuple_cmp_literal, tuple_eq, tuple_gt
 
 __all__ = ["MergeSpec", "changes_sql", "classify_sql", "compaction_deletes_sql", "lit", "merge_target_sql", "merge_tombstones_sql",
            "moved_toast_sql", "newer_sql", "newest_sql", "q", "truncate_sql", "tuple_cmp_literal"]
@@ -116,7 +116,7 @@ def compaction_deletes_sql(spec: MergeSpec, changes: str) -> str:
                 f"AND c.`__partition` = b.`__partition` AND c.`__offset` < b.`__offset` "
                 f"GROUP BY {keys}, b.`__partition`, b.`__offset`")
     table_first = (f"t.{k0} IS NOT NULL AND (i.`__prev` IS NULL OR t.{q(KAFKA_OFFSET)} > i.`__prev`.off)")
-    ords = [f"CASE WHEN {table_first} THEN t.{q(o)} ELSE i.`__prev`.o{n} END AS {q(o)}"
+    ords = [f"CASE WHEN {table_first} THEN {position_value('t', o)} ELSE i.`__prev`.o{n} END AS {q(o)}"
             for n, o in enumerate(spec.ordering)]
     row = [f"b.{q(c)}" if c in spec.key else f"NULL AS {q(c)}" for c in spec.columns]
     part, off = COMPACTED_DELETE

@@ -29,10 +29,10 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from cdc.decode.model import Column
-from cdc.layout import DELETED, EPOCH, IMAGE, KIND, MOVED, NEW_KEY, OFFSET, OLD_KEY, PARTITION, TOPIC, UNAVAILABLE, \
+from cdc.layout import DELETED, IMAGE, KIND, MOVED, NEW_KEY, OFFSET, OLD_KEY, PARTITION, TOPIC, UNAVAILABLE, \
     moved_column
 from cdc.merge import MergeSpec, _change_columns, _live
-from cdc.sql import key_join, lit, q, tuple_gt
+from cdc.sql import key_join, lit, q, tuple_eq, tuple_gt
 
 __all__ = ["delete_images_sql", "fill_moved_sql", "image_sql", "prepare", "remember_images"]
 
@@ -42,9 +42,7 @@ def _has(col: str, t: str = "ch") -> str:
 
 
 def _eq_ordering(a: str, b: str, ordering: Sequence[str]) -> str:
-    def col(t: str, c: str) -> str:  # tombstones written before the table had an epoch hold NULL there: epoch 0
-        return f"coalesce({t}.{q(c)}, 0)" if c == EPOCH else f"{t}.{q(c)}"
-    return "(" + " AND ".join(f"{col(a, c)} = {col(b, c)}" for c in ordering) + ")"
+    return tuple_eq(a, ordering, b, ordering)  # NULL epochs (tombstones from before the epoch column) are epoch 0
 
 
 def image_sql(spec: MergeSpec, requests: str, changes: str, columns: Sequence[str]) -> str:

@@ -452,8 +452,6 @@ def test_scenario_06_on_a_regular_topic_a_kafka_tombstone_alone_deletes_nothing(
     assert p.rows() == {1: ("a", None)}
 
 
-@pytest.mark.xfail(strict=True, reason="product bug (soak seed 60): GC's horizon from a NULL epoch; remove "
-                   "this marker with the fix in jobs/maintenance.py")
 def test_scenario_05_tombstone_gc_after_the_ordering_epoch_was_raised(make_pipe):
     """Soak seed 60 (a server failover slightly behind, tombstone GC after every run): tombstones written before the
     epoch column existed hold NULL in it; a GC that may drop only such tombstones failed computing its horizon
@@ -480,8 +478,6 @@ def test_scenario_05_tombstone_gc_after_the_ordering_epoch_was_raised(make_pipe)
     assert p.rows() == {2: ("after failover", None), 3: ("c", None)}
 
 
-@pytest.mark.xfail(strict=True, reason="product bug (soak seed 198): a row stored before the epoch column existed "
-                   "(NULL epoch) loses to an older epoch-0 change; remove this marker with the fix")
 def test_scenario_05_an_older_redelivery_does_not_win_over_a_row_stored_before_the_epoch_column(make_pipe):
     """Soak seed 198 (a server failover slightly behind): the batch that raises the epoch also holds a connector
     restart's redelivery of an older change of the old server. Its epoch is 0; the stored row, written before the
@@ -503,8 +499,6 @@ def test_scenario_05_an_older_redelivery_does_not_win_over_a_row_stored_before_t
     assert p.rows() == {1: ("b", None), 2: ("c", None)}
 
 
-@pytest.mark.xfail(strict=True, reason="product bug (soak seeds 205, 244): on a compacted topic a Kafka tombstone of "
-                   "a row stored before the epoch column existed deletes nothing; remove this marker with the fix")
 def test_scenario_05_on_a_compacted_topic_a_tombstone_deletes_a_row_stored_before_the_epoch_column(make_pipe):
     """Soak seeds 205 and 244 (a server failover slightly behind on a compacted topic): the batch that raises the
     epoch holds a Kafka tombstone (its ``d`` compacted away) of a key stored before the epoch column existed. The

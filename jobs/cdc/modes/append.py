@@ -25,7 +25,7 @@ from cdc.layout import (BATCH_ID, EPOCH, INGESTED_AT, KAFKA_OFFSET, KAFKA_PARTIT
                         UNAVAILABLE)
 from cdc.modes import ModeSpec
 from cdc.modes.compacted import compacted_deletes_sql, is_compacted
-from cdc.sql import key_join, lit, q
+from cdc.sql import key_join, lit, position_value, q
 
 CHANGE_OPS = ("c", "u", "d", "r", "t")
 
@@ -92,7 +92,7 @@ def same_position(spec: ModeSpec, a: str, b: str) -> list[str]:
     """Key and ordering columns equal (NULL-safe; a NULL ordering epoch is epoch 0, as ``cdc.layout.align``)."""
     out = [f"{a}.{q(c)} <=> {b}.{q(c)}" for c in spec.key]
     for c in spec.ordering:
-        out.append(f"coalesce({a}.{q(c)}, 0) = coalesce({b}.{q(c)}, 0)" if c == EPOCH
+        out.append(f"{position_value(a, c)} = {position_value(b, c)}" if c == EPOCH
                    else f"{a}.{q(c)} <=> {b}.{q(c)}")
     return out
 

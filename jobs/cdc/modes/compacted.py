@@ -20,10 +20,10 @@ Identity stays key + position + op (+ compacted or not), so redeliveries and rep
 
 from __future__ import annotations
 
-from cdc.layout import EPOCH, KAFKA_OFFSET, KAFKA_PARTITION, OFFSET, OP, PARTITION, SOURCE_TS_MS, UNAVAILABLE
+from cdc.layout import KAFKA_OFFSET, KAFKA_PARTITION, OFFSET, OP, PARTITION, SOURCE_TS_MS, UNAVAILABLE
 from cdc.merge import COMPACTED_DELETE
 from cdc.modes import ModeSpec
-from cdc.sql import key_join, q
+from cdc.sql import key_join, position_value, q
 
 KEYED = "('c', 'r', 'u', 'd')"
 
@@ -33,8 +33,7 @@ def is_compacted(t: str, partition: str = PARTITION) -> str:
     return f"coalesce({t + '.' if t else ''}{q(partition)} = {COMPACTED_DELETE[0]}, false)"
 
 
-def _pos(t: str, c: str) -> str:
-    return f"coalesce({t}.{q(c)}, 0)" if c == EPOCH else f"{t}.{q(c)}"
+_pos = position_value  # a NULL ordering epoch is epoch 0
 
 
 def position_gt(spec: ModeSpec, a: str, b: str) -> str:
