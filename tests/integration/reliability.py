@@ -65,8 +65,18 @@ def target(raw: dict[str, Any]) -> str:
     return f"{raw['catalog']['name']}.{raw['tables'][0]['target']}"
 
 
+def fresh(spark: Any, name: str) -> str:
+    """``name`` after dropping this session's cached Iceberg metadata of it: the job may have written it from other
+    sessions (a group's tables run in sessions of their own, ``cdc.group.table_session``) or processes."""
+    try:
+        spark.catalog.refreshTable(name)
+    except Exception:  # not created: the read reports it
+        pass
+    return name
+
+
 def ledger_rows(spark: Any, raw: dict[str, Any]) -> list[Any]:
-    name = f"{raw['catalog']['name']}.{raw['metadata_namespace']}.ledger"
+    name = fresh(spark, f"{raw['catalog']['name']}.{raw['metadata_namespace']}.ledger")
     try:
         return spark.sql(f"SELECT * FROM {name} ORDER BY batch_id, `partition`").collect()
     except Exception:  # never created
@@ -74,12 +84,12 @@ def ledger_rows(spark: Any, raw: dict[str, Any]) -> list[Any]:
 
 
 def dead_letters(spark: Any, raw: dict[str, Any]) -> list[Any]:
-    name = f"{raw['catalog']['name']}.{raw['metadata_namespace']}.dead_letters"
+    name = fresh(spark, f"{raw['catalog']['name']}.{raw['metadata_namespace']}.dead_letters")
     return spark.sql(f"SELECT * FROM {name} ORDER BY `partition`, `offset`").collect()
 
 
 def table_rows(spark: Any, raw: dict[str, Any], key: str = "id") -> dict[Any, dict[str, Any]]:
     try:
-        return {r[key]: r.asDict() for r in spark.table(target(raw)).collect()}
+        return {r[key]: r.asDict() for r in spark.table(fresh(spark, target(raw))).collect()}
     except Exception:
         return {}
