@@ -27,6 +27,11 @@ from cdc import jars
 from cdc.config import PipelineConfig
 
 DEFAULT_MASTER = "local[*]"
+# A local master's JVM (driver and executors in one) compiles with C1 only: a micro-batch is a few dozen short
+# statements, and on few cores C2's compile threads cost more CPU than its code saves (measured on 2 cores: a
+# 100-event batch 28 -> 15 CPU s, a 500k-event batch 49 -> 33; bench/README "Performance"). A long, merge-heavy
+# local run can be a little faster with C2: set spark.driver.extraJavaOptions in the YAML's spark: to choose.
+LOCAL_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 ARCHIVES = (".whl", ".zip", ".egg")  # what --py-files ships
 _EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 _CATALOG_IMPLS = {
@@ -99,6 +104,7 @@ def session_conf(cfg: PipelineConfig, master: str | None = None, *, submitted: s
     if local:
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
+        conf["spark.driver.extraJavaOptions"] = LOCAL_DRIVER_JAVA_OPTIONS  # the YAML's own wins (update below)
         if package_dir:
             conf["spark.executorEnv.PYTHONPATH"] = _join_path(package_dir, user.get("spark.executorEnv.PYTHONPATH"))
     conf.update(user)

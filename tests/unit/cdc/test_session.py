@@ -52,6 +52,13 @@ def test_is_local() -> None:
     assert not any(is_local(m) for m in ("yarn", "spark://h:7077", "k8s://https://h", "localhost:7077"))
 
 
+def test_a_local_jvm_compiles_with_c1_only_unless_the_yaml_says_otherwise() -> None:
+    assert session_conf(cfg(), "local[2]")["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
+    assert "spark.driver.extraJavaOptions" not in session_conf(cfg(), "spark://h:7077")
+    own = session_conf(cfg({"spark.driver.extraJavaOptions": "-Dx=1"}), "local[2]")
+    assert own["spark.driver.extraJavaOptions"] == "-Dx=1"
+
+
 def test_user_settings_win_but_not_over_the_master_in_effect() -> None:
     conf = session_conf(cfg({"spark.driver.host": "10.1.1.1", "spark.master": "local[4]"}), None,
                         submitted="spark://h:7077")
