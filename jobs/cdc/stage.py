@@ -41,10 +41,14 @@ def stage(spark: Any, spec: ReadSpec, chunks: Sequence[Chunk], names: TableNames
               f"'cdc.ordering'={lit(json.dumps([spec.ordering.kind, list(spec.ordering.paths), epochs]))})")
     from cdc.kafka import driver_read
 
+    df = None
     if driver_read.use_driver(chunks, driver_max_records):
-        df = driver_read.arrow_frame(spark, driver_read.read_in_driver(spec, chunks),
-                                     arrow_schema(spec.staging_columns), spark_schema(spec.staging_columns))
-    else:
+        try:
+            df = driver_read.arrow_frame(spark, driver_read.read_in_driver(spec, chunks),
+                                         arrow_schema(spec.staging_columns), spark_schema(spec.staging_columns))
+        except driver_read.TooLarge:  # large rows: read in Spark tasks, chunk by chunk, as a larger batch is
+            df = None
+    if df is None:
         rows = [tuple(asdict(c).values()) for c in chunks]
         rdd = spark.sparkContext.parallelize(rows, max(1, len(rows)))
         chunk_df = spark.createDataFrame(rdd, "topic string, partition int, start long, end long")

@@ -96,3 +96,26 @@ def test_a_batch_over_the_limit_is_read_by_spark_tasks(make_pipe, monkeypatch):
     p.send(pg("u", 1, row(1, "x"), 200), pg("u", 2, row(2, "y"), 201))  # 2 offsets: the driver's
     with pytest.raises(Exception, match="read in the driver"):
         p.run()
+
+
+def test_a_batch_of_large_rows_falls_back_to_spark_tasks(make_pipe, monkeypatch):
+    """The driver holds a driver-read batch whole; past ``MAX_BYTES`` of staging rows it stops and the batch is read
+    by Spark tasks, with the same result."""
+    import cdc.stage
+    from cdc.kafka import driver_read
+
+    p = make_pipe()
+    p.send(*(pg("c", i, row(i, "x" * 500), 100 + i) for i in range(50)))
+    tasks = []
+    real = cdc.stage.map_chunks
+
+    def spy(spec):
+        tasks.append(spec.table)
+        return real(spec)
+
+    monkeypatch.setattr(cdc.stage, "map_chunks", spy)
+    monkeypatch.setattr(driver_read, "MAX_BYTES", 1000)  # a few rows' worth
+    s = p.run()
+    assert (s["status"], s["inserted"]) == ("committed", 50)
+    assert tasks == [p.table.target]  # the Spark-task read ran
+    assert p.rows()[49] == ("x" * 500, None)

@@ -12,7 +12,9 @@ stage (same function, same batches); only where the code runs differs. The drive
 the ranges and reads the samples), so this needs no new network path on a cluster either.
 
 ``batch.driver_read_max_records`` (``cdc.config_model.BatchConfig``, default 20,000; 0 = never) is the largest batch
-read this way.
+read this way. Its memory is bounded too: the JVM holds a driver-read batch whole, so a batch of large rows whose
+staging rows pass ``MAX_BYTES`` stops being read here (``TooLarge``) and is read by Spark tasks after all, chunk by
+chunk, as any larger batch is.
 """
 
 from __future__ import annotations
@@ -25,16 +27,28 @@ from cdc.kafka.read import Chunk, ReadSpec, read_chunk
 
 
 
+MAX_BYTES = 128 << 20  # Arrow bytes of staging rows the driver reads before handing the batch to Spark tasks
+
+
+class TooLarge(Exception):
+    """The batch's rows passed ``MAX_BYTES`` while the driver read them (``cdc.stage`` reads it in Spark tasks)."""
+
+
 def use_driver(chunks: Sequence[Chunk], max_records: int) -> bool:
     """Read these chunks in the driver? (pure) Only when their offsets add up to at most ``max_records``."""
     return max_records > 0 and sum(max(0, c.end - c.start) for c in chunks) <= max_records
 
 
-def read_in_driver(spec: ReadSpec, chunks: Sequence[Chunk]) -> Iterator[pa.RecordBatch]:
+def read_in_driver(spec: ReadSpec, chunks: Sequence[Chunk], max_bytes: int | None = None) -> Iterator[pa.RecordBatch]:
     """The staging rows of ``chunks`` as Arrow batches, read in this process (errors are raised as they are: a
-    ``CdcError`` needs no unwrapping from a Spark task failure)."""
+    ``CdcError`` needs no unwrapping from a Spark task failure); ``TooLarge`` once they pass ``max_bytes``."""
+    limit, seen = MAX_BYTES if max_bytes is None else max_bytes, 0
     for chunk in chunks:
-        yield from read_chunk(spec, chunk)
+        for batch in read_chunk(spec, chunk):
+            seen += batch.nbytes
+            if seen > limit:
+                raise TooLarge(f"table {spec.table}: more than {limit} bytes of staging rows")
+            yield batch
 
 
 def arrow_frame(spark: Any, batches: Iterator[pa.RecordBatch], schema: pa.Schema, spark_schema: Any) -> Any:
