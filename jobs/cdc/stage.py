@@ -167,7 +167,7 @@ def unbound_columns(spark: Any, staging: str, batch_id: int, decoder: Any, row_c
             cols = evolution.plan(cols, own or [], table.allow_field_addition).columns
         except evolution.Incompatible as exc:
             raise evolution.evolution_error(table.target, table.topic, exc, (p, o)) from None
-    if found and len(cols) == len(row_cols):  # nothing to add: staging again would not help
+    if found and cols == list(row_cols):  # nothing to add or widen: staging again would not help
         p, o = found[0]["r"][:2]
         raise BadRecordError(
             f"table {table.target}: topic {table.topic} partition {p} offset {o}: the record has columns the "

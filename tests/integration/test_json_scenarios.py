@@ -55,6 +55,23 @@ def test_scenario8_json_with_schemas_record_carrying_since_dropped_column_is_not
     assert (rows[50], rows[51]) == (("late", "old"), ("new", None))
 
 
+def test_scenario8_json_record_with_a_wider_type_than_the_samples_widens_the_batch(make_pipe, spark):
+    """A batch whose newest record (the sample) still has an int32 column while an earlier record of the batch was
+    written after the source widened it to int64 (a redelivered older event last, as after a connector restart):
+    the batch column widens and the value lands; before, the wider record was a dead letter (soak seed 197)."""
+    narrow = [("id", "int32", False), ("name", "string", True), ("visits", "int32", True)]
+    wide = [("id", "int32", False), ("name", "string", True), ("visits", "int64", True)]
+    p = make_pipe(primary_key=["id"])
+    p.send(*[events.pg("c", i, {"id": i, "name": f"n{i}", "visits": i}, 100 + i, narrow) for i in range(1, 4)],
+           events.pg("u", 1, {"id": 1, "name": "big", "visits": 2**40}, 200, wide),
+           events.pg("c", 3, {"id": 3, "name": "n3", "visits": 3}, 103, narrow))  # redelivered, newest offset
+    s = p.run()
+    assert (s["status"], s["events_read"], s["dead_letters"]) == ("committed", 5, 0), s
+    assert dead_letters(p) == []
+    assert types(spark, p.target)["visits"] == "bigint"
+    assert p.rows("name", "visits") == {1: ("big", 2**40), 2: ("n2", 2), 3: ("n3", 3)}
+
+
 def test_scenario8_schemaless_json_field_missing_from_the_samples_is_added_not_dropped(make_pipe, spark):
     p = make_pipe(primary_key=["id"])
     p.send(*[events.pg_schemaless("c", i, {"id": i, "name": f"n{i}", "legacy": i * 10}, 10 + i) for i in range(1, 4)],

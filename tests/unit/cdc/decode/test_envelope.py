@@ -117,7 +117,14 @@ def test_field_outside_batch_schema() -> None:
 
 
 def test_source_type_that_does_not_fit_bound_column() -> None:
-    struct = ConnectField("struct", fields=(ConnectField("int64", field_name="id"),))
+    from cdc.errors import UnboundColumns
+
+    struct = ConnectField("struct", fields=(ConnectField("string", field_name="id"),))
     plan = row_plan(COLS, struct, samples.PLACEHOLDER)
-    with pytest.raises(DecodeError, match="column 'id'.*int64 does not fit.*int32"):
-        to_event({"op": "c", "after": {"id": 1}, "source": SOURCE}, None, plan)
+    with pytest.raises(DecodeError, match="column 'id'.*string does not fit.*int32") as info:
+        to_event({"op": "c", "after": {"id": "1"}, "source": SOURCE}, None, plan)
+    assert not isinstance(info.value, UnboundColumns)  # no widening holds it: a dead letter
+    # A type the bound column widens to (int32 -> int64): the job widens the batch schema and stages again.
+    wider = row_plan(COLS, ConnectField("struct", fields=(ConnectField("int64", field_name="id"),)), samples.PLACEHOLDER)
+    with pytest.raises(UnboundColumns, match="column 'id': source type int64 is wider than the batch column type int32"):
+        to_event({"op": "c", "after": {"id": 1}, "source": SOURCE}, None, wider)

@@ -238,6 +238,31 @@ def test_scenario8_json_with_schemas_record_carrying_since_dropped_column_is_not
     assert {c.name: row.get(c.name) for c in cols} == {"id": 1, "name": "a"}
 
 
+def test_scenario8_json_record_with_a_wider_type_than_the_bound_column_asks_to_widen() -> None:
+    """A record whose schema widened a column (int32 -> int64) the samples show narrow: not a dead letter but
+    ``UnboundColumns`` (the job widens the batch schema with ``record_columns`` and stages again); a type that is no
+    widening stays a ``DecodeError`` naming the column."""
+    from cdc.decode.widening import merge_columns
+    from cdc.errors import UnboundColumns
+
+    def ev(n_type: str, n: object) -> bytes:
+        return _s8_event([("id", "int32", False), ("n", n_type, True)], {"id": 1, "n": n}, 10)
+
+    narrow, wide, text = ev("int32", 5), ev("int64", 2**40), ev("string", "x")
+    d = decoder()
+    cols = d.resolve_columns([(None, narrow)])
+    assert [str(c.arrow_type) for c in cols] == ["int32", "int32"]
+    with pytest.raises(UnboundColumns, match="'n'.*int64.*int32"):
+        d.bind(cols).decode(None, wide)
+    wider = merge_columns(cols, d.record_columns(None, wide, cols) or [])
+    assert [str(c.arrow_type) for c in wider] == ["int32", "int64"]
+    b = d.bind(wider)
+    assert [b.decode(None, narrow).row, b.decode(None, wide).row] == [{"id": 1, "n": 5}, {"id": 1, "n": 2**40}]
+    with pytest.raises(DecodeError) as info:
+        d.bind(cols).decode(None, text)
+    assert not isinstance(info.value, UnboundColumns) and "'n'" in str(info.value)
+
+
 def test_scenario8_schemaless_record_with_a_field_the_samples_lack_is_not_silently_dropped() -> None:
     from cdc.errors import UnboundColumns
 
