@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from cdc.decode.model import CHANGE, CHANGE_OPS, MESSAGE, TOMBSTONE, TRANSACTION, Column, Event
 from cdc.errors import DecodeError, UnboundColumns
-from cdc.decode.widening import Incompatible, accepts, merge_type
+from cdc.decode.widening import accepts, widens
 from cdc.types import ConnectField, arrow_type, converter, fit_decimal, identity, parse_zoned_timestamp, to_bytes
 
 _UNWRAP_MARKERS = ("__op", "__deleted", "__table", "__source_ts_ms", "__lsn", "__db")
@@ -100,7 +100,7 @@ def row_plan(columns: Sequence[Column], source: ConnectField | None, placeholder
         kw = {"variable_scale": variable_scale} if variable_scale else {}
         src_type = arrow_type(f, **kw)
         if not accepts(col.arrow_type, src_type):
-            steps.append((col.name, _refuse(col, src_type, _widens(col.arrow_type, src_type)), None))
+            steps.append((col.name, _refuse(col, src_type), None))
             continue
         conv = converter(f, **kw)
         marker = _marker(src_type, placeholder, base64_bytes) if f.name not in _NOT_TOASTABLE else None
@@ -137,21 +137,14 @@ def _marker(t: pa.DataType, placeholder: str, base64_bytes: bool) -> Any:
     return None
 
 
-def _widens(bound: pa.DataType, src_type: pa.DataType) -> bool:
-    """Whether a column bound as ``bound`` can be widened to hold ``src_type`` values (e.g. int32 -> int64)."""
-    try:
-        merge_type(bound, src_type, ())
-    except Incompatible:
-        return False
-    return True
-
-
-def _refuse(col: Column, src_type: pa.DataType, widens: bool) -> Callable[[Any], Any]:
+def _refuse(col: Column, src_type: pa.DataType) -> Callable[[Any], Any]:
     """A value whose source type the bound column cannot hold. When the column can be widened to it (the record was
     written after the source widened the column, the batch's samples before), ``UnboundColumns``: the job widens the
     batch schema with the record's columns and stages again; otherwise a ``DecodeError`` (a dead letter)."""
+    widening = widens(col.arrow_type, src_type)
+
     def refuse(v: Any) -> Any:
-        if widens:
+        if widening:
             raise UnboundColumns(f"column {col.name!r}: source type {src_type} is wider than the batch column type "
                                  f"{col.arrow_type}: the batch schema came from the batch's newest records and the "
                                  "table; the job widens the column and stages the batch again")

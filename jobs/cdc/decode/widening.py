@@ -107,6 +107,14 @@ def accepts(bound: pa.DataType, source: pa.DataType) -> bool:
         return False
 
 
+def widens(bound: pa.DataType, source: pa.DataType) -> bool:
+    """True if a ``bound`` column holds ``source`` values only after a safe widening (e.g. int32 -> int64)."""
+    try:
+        return bool(merge_type(bound, source, ("?",))[1])
+    except Incompatible:
+        return False
+
+
 def merge_columns(existing: Sequence[Column], newest: Sequence[Column]) -> list[Column]:
     """Batch schema: existing order first (widened where newest is wider), new columns appended, dropped kept."""
     by_name = {c.name: c for c in newest}
