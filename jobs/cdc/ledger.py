@@ -2,10 +2,11 @@
 
 Lifecycle of a batch (``status``):
 
-* ``claimed`` — appended right after planning by the run that will process the batch (``run_id``, ``owner``). The
-  claim is a MERGE on (pipeline, table, batch_id). It commits as an append (no conflict detection), so each run then
-  re-reads the ledger: a run that sees another owner of its batch id, an older pending batch, or a cursor that moved
-  since it planned withdraws its rows and refuses with ``ConcurrentRunError``. Reads always drop the cached Iceberg
+* ``claimed`` — written right after planning by the run that will process the batch (``run_id``, ``owner``). The
+  claim is a row-level MERGE of (pipeline, table, batch_id) on the serializable ledger: of two runs claiming one batch
+  id, the second to commit gets a conflict and writes nothing. Each run then re-reads the ledger: a run that sees
+  another owner of its batch id, an older pending batch, or a cursor that moved since it planned withdraws its rows
+  and refuses with ``ConcurrentRunError``. Reads always drop the cached Iceberg
   metadata first (``_fresh``): another process's claim must be visible.
 * ``staged`` — the batch's records are in the staging table; counts per partition are filled in.
 * ``committed`` — the target MERGE is done; counts and the target snapshot id are filled in.
@@ -211,26 +212,13 @@ class Ledger:
         So after the claim, the oldest pending batch of the table must be ours and (incremental) the committed
         cursor must still be the one we planned from; otherwise our claim is withdrawn and we refuse. Returns the
         ledger state read for that check (its truncate barriers are the batch's: earlier batches are all committed)."""
-        values = ", ".join(
-            f"({lit(self.pipeline)}, {lit(table)}, {int(batch_id)}, {lit(mode)}, {lit(r.topic)}, {int(r.partition)}, "
-            f"{int(r.start)}, {int(r.end)}, 'claimed', {_NULLS}, {lit(run_id)}, {lit(process_owner())}, "
-            "current_timestamp(), CAST(NULL AS STRING), CAST(NULL AS STRING))" for r in ranges)
-        src = f"SELECT * FROM (VALUES {values}) AS v({_COLUMNS})"
-        sql = (f"MERGE INTO {self.name} l USING ({src}) s ON l.pipeline = s.pipeline AND l.table_name = s.table_name "
-               "AND l.batch_id = s.batch_id WHEN NOT MATCHED THEN INSERT *")
-        try:
-            with self._lock(table):
-                self.spark.sql(sql)
-        except Exception as exc:
-            if not is_commit_conflict(exc):
-                raise
+        self._append_claim(table, batch_id, mode, ranges, run_id)
         # One read answers every question about the claim, all about the same ledger state.
         state = self.state(table, topic if cursor is not None else None)
         owners = state.owners(batch_id)
         if owners != {run_id}:
-            # A MERGE with only an insert clause commits as an append, without conflict detection: both racing runs
-            # may have written their row. The one that saw only itself proceeds; whoever sees another owner withdraws
-            # its row (if both see both, both withdraw and the next run claims).
+            # Another run's claim won (ours conflicted or found it). Should both rows ever be there (a run of an older
+            # version racing this one), whoever sees another owner withdraws its row.
             self.release(table, batch_id, run_id)
             raise ConcurrentRunError(
                 f"table {table}: batch {batch_id} is being processed by another run "
@@ -245,6 +233,34 @@ class Ledger:
             raise ConcurrentRunError(f"table {table}: {why}; this run withdrew its claim on batch {batch_id} and stops "
                                      "without writing. Retry later")
         return state
+
+    def _append_claim(self, table: str, batch_id: int, mode: str, ranges: Sequence[LedgerRange], run_id: str) -> None:
+        """Write this run's claim rows for ``batch_id`` unless a claim of it is already there.
+
+        The write is a row-level MERGE (its matched clause never fires) whose target rows are exactly this batch's:
+        on the copy-on-write, serializable ledger Iceberg then refuses the commit if another run's claim of the batch
+        committed after this MERGE read the ledger (``ValidationException``, a commit conflict; ``claim`` then reads
+        who won). An insert-only MERGE would commit as a plain append without that check: two runs could both write
+        their claim, both see both, and both withdraw."""
+        values = ", ".join(
+            f"({lit(self.pipeline)}, {lit(table)}, {int(batch_id)}, {lit(mode)}, {lit(r.topic)}, {int(r.partition)}, "
+            f"{int(r.start)}, {int(r.end)}, 'claimed', {_NULLS}, {lit(run_id)}, {lit(process_owner())}, "
+            "current_timestamp(), CAST(NULL AS STRING), CAST(NULL AS STRING))" for r in ranges)
+        def this_batch(alias: str) -> str:  # literals: Iceberg's conflict filter is built from them
+            return (f"{alias}pipeline = {lit(self.pipeline)} AND {alias}table_name = {lit(table)} "
+                    f"AND {alias}batch_id = {int(batch_id)}")
+
+        src = f"SELECT * FROM (VALUES {values}) AS v({_COLUMNS}) WHERE NOT EXISTS (SELECT 1 FROM {self.name} " \
+              f"WHERE {this_batch('')})"
+        sql = (f"MERGE INTO {self.name} l USING ({src}) s ON {this_batch('l.')} AND l.topic = s.topic "
+               "AND l.`partition` = s.`partition` WHEN MATCHED AND l.status = 'never' THEN UPDATE SET l.status = l.status "
+               "WHEN NOT MATCHED THEN INSERT *")
+        try:
+            with self._lock(table):
+                self.spark.sql(sql)
+        except Exception as exc:
+            if not is_commit_conflict(exc):
+                raise
 
     def reset_cursor(self, table: str, topic: str, batch_id: int, moves: Mapping[int, tuple[int, int]],
                      run_id: str) -> None:

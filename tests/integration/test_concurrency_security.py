@@ -59,6 +59,36 @@ def test_two_processes_started_together_do_not_both_merge(spark, broker, warehou
         codes, [r.asDict() for r in rows], ra.stderr[-1500:], rb.stderr[-1500:])
 
 
+def test_two_claims_of_one_batch_that_see_each_other_still_leave_one_winner(make_pipe):
+    """The race a CI run hit with two processes: A planned (its session holds the ledger as of then), B claims batch 1,
+    and A's claim lands before B has read back who owns the batch. Both then see both claims; before the fix both
+    withdrew and nobody ingested (two schedulers colliding every time would never ingest). Now A's claim conflicts
+    with B's at commit time, so B keeps the batch and A refuses.
+
+    Two sessions in one process stand for the two processes (each has its own catalog cache); the interleaving is
+    forced by running A's claim write inside B's read-back, the one point between B's write and B's check."""
+    from cdc.errors import ConcurrentRunError
+    from cdc.ledger import Ledger, LedgerRange
+
+    p = make_pipe()
+    p.send(pg("c", 1, {"id": 1, "name": "a", "bio": None}, 10))
+    p.run(dry_run=True)  # creates the metadata tables
+    name, target, ranges = f"lake.{p.cfg.metadata_namespace}.ledger", p.table.target, [LedgerRange(p.topic, 0, 0, 1)]
+    a, b = (Ledger(p.spark.newSession(), name, p.cfg.pipeline) for _ in range(2))
+    a.state(target, p.topic)  # A plans
+    b_reads = b.state
+
+    def a_claims_then_b_reads(*args):
+        a._append_claim(target, 1, "incremental", ranges, "run-a")
+        return b_reads(*args)
+
+    b.state = a_claims_then_b_reads  # type: ignore[method-assign]
+    b.claim(target, 1, "incremental", ranges, "run-b")  # B keeps its claim
+    with pytest.raises(ConcurrentRunError, match="run-b"):
+        a.claim(target, 1, "incremental", ranges, "run-a")
+    assert Ledger(p.spark, name, p.cfg.pipeline).owners(target, 1) == {"run-b"}
+
+
 def test_a_run_refuses_while_a_live_run_holds_the_claim(spark, broker, warehouse, tmp_path):
     raw = pipeline(broker, warehouse)
     load(spark, raw)
