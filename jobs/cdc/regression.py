@@ -23,12 +23,14 @@ reads another server's binlog; it is treated like a far fall. A new server at a 
 new source in multi-source or circular replication); known servers below it are redeliveries (a connector restart);
 an equal position is harmless (ties go to the later Kafka offset). Snapshot reads carry ``server_id`` 0 and count as
 no server. A partition whose committed changes recorded no ids (a ledger from before this check) is compared within
-the batch only. PostgreSQL events carry no server identity: the LSN's magnitude is their only check.
+the batch only. PostgreSQL events carry no server identity: the LSN's magnitude is their only check. A partition that
+committed no change yet is judged against the table (``judged_by_table``): the highest position committed from any
+partition, every server id committed from any.
 
 The way on is ``tables[].ordering_epoch``: raise it, and every change of the new epoch wins over what is stored. A
 raised epoch starts, in each partition, at the first change whose position fell far back (:data:`PENDING` until a
 batch shows it), so the last changes before the failover keep the old epoch even when they share a batch with the
-first ones after it.
+first ones after it, or sit in a partition that had committed nothing yet.
 """
 
 from __future__ import annotations
@@ -75,6 +77,27 @@ def highest(newest: Mapping[int, tuple[int, ...] | None], previous: Mapping[int,
         if known:
             out[p] = max(known)
     return out
+
+
+def judged_by_table(partitions: Iterable[int], previous: Mapping[int, tuple[int, ...]],
+                    known: Mapping[int, Set[str]], width: int,
+                    peers: Mapping[int, tuple[int, ...] | None] | None = None
+                    ) -> tuple[dict[int, tuple[int, ...]], dict[int, Set[str]]]:
+    """``previous`` / ``known`` with every partition of ``partitions`` that committed no change yet judged against
+    the table: the highest position committed from any partition, every server id committed from any; with
+    ``peers`` (partition → its newest position in this batch; a table's first batch under a raised epoch, when
+    nothing was committed) also the other partitions' newest. (All partitions of a table read one log: a partition
+    that came late to a failover holds changes from before it, or from after it, like the others. Judged only against
+    each other, a late partition's old changes would start the new epoch and outrank changes made after the
+    failover.)"""
+    fresh = [p for p in partitions if p not in previous]
+    tops = [x for x in (align(v, width) for v in previous.values()) if x is not None and len(x) == width]
+    out, ids = dict(previous), (frozenset().union(*known.values()) if known else None)
+    for p in fresh:
+        seen = tops + [x for q, x in (peers or {}).items() if q != p and x is not None and len(x) == width]
+        if seen:
+            out[p] = max(seen)
+    return out, {**({p: ids for p in fresh if tops} if ids is not None else {}), **known}
 
 
 def _far(kind: str, top: int, value: int) -> bool:
@@ -170,11 +193,14 @@ def new_server_falls(firsts: Iterable[tuple[int, str, int, Sequence[int], Sequen
 
 def check(spark: Any, staging: str, batch_id: int, table: str, topic: str, ordering: Ordering,
           counts: Mapping[int, Any], previous: Mapping[int, tuple[int, ...]], known: Mapping[int, Set[str]],
-          movable: Set[int] = frozenset()) -> Ordering:
+          peers: bool = False) -> Ordering:
     """Both rules on a staged incremental batch (``counts``: ``cdc.stage.PartitionCounts``; ``previous`` / ``known``:
-    committed positions / server ids per partition): the ordering with a pending epoch started where the first
+    committed positions / server ids per partition; ``peers``: judge partitions without committed changes by the
+    batch's other partitions too, see ``judged_by_table``): the ordering with a pending epoch started where the first
     hidden change is, or ``PositionRegression`` (``settle``). The usual batch costs no query."""
     width = len(ordering.columns)
+    previous, known = judged_by_table(counts, previous, known, width,
+                                      {p: c.max_position for p, c in counts.items()} if peers else None)
     hi = highest({p: c.max_position for p, c in counts.items()}, previous, width)
     lead = 0 if ordering.epochs is None else 1
     found: dict[int, Fall] = {}
@@ -190,21 +216,21 @@ def check(spark: Any, staging: str, batch_id: int, table: str, topic: str, order
         for p, fall in new_server_falls(firsts, known, previous, width).items():
             if p not in found or fall.offset < found[p].offset:
                 found[p] = fall
-    return settle(table, topic, ordering, found, hi, movable)
+    return settle(table, topic, ordering, found, hi)
 
 
 def settle(table: str, topic: str, ordering: Ordering, found: Mapping[int, tuple[Any, ...]],
-           hi: Mapping[int, tuple[int, ...]], movable: Set[int] = frozenset()) -> Ordering:
+           hi: Mapping[int, tuple[int, ...]]) -> Ordering:
     """Where a partition's first hidden change is (``found``: partition → ``Fall``, or (offset, position) of a far
-    fall): start the newest epoch there when it waits for that (:data:`PENDING`, or a start set by this very run:
-    ``movable``), else raise ``PositionRegression`` (nothing merged)."""
+    fall): start the newest epoch there when it waits for that (:data:`PENDING`), else raise ``PositionRegression``
+    (nothing merged)."""
     epochs = ordering.epochs or ()
     newest = epochs[-1] if epochs else None
     starts = dict(newest[1]) if newest else {}
     lead = 0 if ordering.epochs is None else 1
     for p, raw in sorted(found.items()):
         fall = Fall(*raw)
-        if newest is not None and (starts.get(p) == PENDING or p in movable):
+        if newest is not None and starts.get(p) == PENDING:
             starts[p] = fall.offset
             continue
         epoch, reached = ordering.epoch or 0, fall.reached or hi[p]

@@ -85,7 +85,7 @@ class TableRun:
         # newest committed source positions, read with the cursor (the claim fails if they moved since)
         self.positions: dict[int, tuple[int, ...]] | None = None
         self.servers: dict[int, frozenset[str]] | None = None  # and the server ids committed (cdc.regression)
-        self.movable: set[int] = set()  # partitions whose start in a new ordering_epoch this run may still move
+        self.peers = False  # a raised ordering_epoch meets a table that committed nothing (cdc.regression)
         self.planned: TableState | None = None  # the ledger as the incremental plan read it (next batch id)
         self.claimed: TableState | None = None  # the ledger as the claim check read it (truncate barriers)
 
@@ -254,7 +254,7 @@ class TableRun:
             state = self.ledger.state(self.t.target, self.t.topic)
             positions, servers = state.positions, state.servers
         return regression.check(self.spark, self.names.staging, batch_id, self.t.target, self.t.topic, ordering,
-                                counts, positions, servers, self.movable)
+                                counts, positions, servers, self.peers)
 
     def merge_and_commit(self, result: TableResult, batch_id: int, row_cols: list[Column], key: tuple[str, ...],
                          ordering: Ordering, stats: BatchStats | None = None) -> None:
@@ -363,12 +363,15 @@ class TableRun:
                 f"{self.cfg.source_path}: table {self.t.target}: ordering_epoch {self.t.ordering_epoch} is below the "
                 f"epoch {held.epoch} the table already holds; changes would be ignored as older. Set ordering_epoch "
                 f"to {held.epoch} or higher")
-        # A new epoch starts where positions fall far back (cdc.regression.settle): a partition with committed
-        # changes waits for that (PENDING); one without starts at this batch unless the batch shows the fall.
-        history = set(self.positions or ())
-        starts = {r.partition: r.start for r in ranges} | dict.fromkeys(history, regression.PENDING)
-        out = held.with_epoch(self.t.ordering_epoch, starts)
-        self.movable = set(starts) - history if out.epochs != held.epochs else set()
+        # A new epoch starts, in each partition, where positions fall far back (cdc.regression.settle): every
+        # partition waits for that (PENDING). One that committed nothing is judged against the table, and, in a table
+        # that committed nothing, against the batch's other partitions (cdc.regression.judged_by_table).
+        positions = self.positions if self.positions is not None else \
+            self.ledger.state(self.t.target, self.t.topic).positions  # a recovered batch: what was committed
+        history = set(positions)
+        out = held.with_epoch(self.t.ordering_epoch,
+                              dict.fromkeys({r.partition for r in ranges} | history, regression.PENDING))
+        self.peers = out.epochs != held.epochs and not history
         return out
 
     def source_ordering(self, decoder: Any, samples: list[tuple[bytes | None, bytes | None]],

@@ -140,7 +140,7 @@ def start_cluster(base: Path, workers: int = 2, timeout: float = 120) -> Iterato
     base.mkdir(parents=True)
     run_dir = base / "cwd"  # not the repository: nothing of the source tree is reachable from here
     run_dir.mkdir()
-    env = clean_env()
+    env = clean_env(SPARK_LOCAL_IP="127.0.0.1")  # the daemons' web UIs (and their executors) on loopback only
     port, ui = free_port(), free_port()
     cluster = Cluster(f"spark://127.0.0.1:{port}", ui, base)
     try:

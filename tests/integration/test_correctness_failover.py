@@ -131,6 +131,81 @@ def test_scenario_05_a_failover_to_another_server_slightly_behind_is_refused_unt
     assert p.run()["status"] == "committed" and p.rows() == final
 
 
+def test_scenario_05_a_partition_without_committed_changes_keeps_its_pre_failover_changes_in_the_old_epoch(make_pipe):
+    """Soak seed 220: a partition that had committed nothing when the failover was refused still held changes from
+    before it. The raised epoch started at its first offset, so those old changes carried the new epoch and, at their
+    high pre-failover positions, outranked a truncate made after the failover: rows the source had removed stayed.
+    A partition without committed changes is judged against the table (the highest position committed from any
+    partition): its changes keep the old epoch until one falls far below that."""
+    from dataclasses import replace
+
+    from cdc.errors import PositionRegression
+
+    before, after = 8_590_000_000, 30_000_000  # LSNs: the old cluster's, a new cluster's (near zero)
+    p = make_pipe(partitions=2)
+    p.send(pg("c", 1, row(1, "a"), before))
+    p.run()  # partition 1 has nothing yet
+    p.send(pg("c", 2, row(2, "b"), before + 10), pg("c", 3, row(3, "c"), before + 20), partition=1)
+    p.send(pg("u", 1, row(1, "after failover"), after))
+    with pytest.raises(PositionRegression):
+        p.run()
+    p.cfg = replace(p.cfg, tables=(replace(p.table, ordering_epoch=1),))  # the documented way on
+    assert p.run()["status"] == "committed"
+    assert p.rows() == {1: ("after failover", None), 2: ("b", None), 3: ("c", None)}
+    p.send(pg("t", None, None, after + 100))  # TRUNCATE on the new primary
+    p.send(pg("c", 4, row(4, "d"), after + 200), partition=1)
+    p.run()
+    assert p.rows() == {4: ("d", None)}
+    assert p.rows("__ordering_epoch") == {4: (1,)}
+
+
+def test_scenario_05_a_failover_in_a_tables_first_batch_starts_the_epoch_by_each_partitions_own_changes(make_pipe):
+    """Soak seed 220 again: the failover shows in the table's very first batch. Partition 0 falls within the batch;
+    partition 1 holds only changes from before the failover, partition 2 only from after it. Partition 1 must keep
+    the old epoch (before, it started the new one and its row outranked the truncate made after the failover) and
+    partition 2 must start it at once (its row came after the truncate: it stays)."""
+    from dataclasses import replace
+
+    from cdc.errors import PositionRegression
+
+    before, after = 8_590_000_000, 30_000_000
+    p = make_pipe(partitions=3)
+    p.send(pg("c", 1, row(1, "a"), before), pg("u", 1, row(1, "after failover"), after),
+           pg("t", None, None, after + 1))  # TRUNCATE on the new primary
+    p.send(pg("c", 2, row(2, "b"), before + 10), partition=1)
+    p.send(pg("c", 3, row(3, "c"), after + 5), partition=2)
+    with pytest.raises(PositionRegression, match="partition 0 offset 1"):
+        p.run()
+    p.cfg = replace(p.cfg, tables=(replace(p.table, ordering_epoch=1),))
+    assert p.run()["status"] == "committed"
+    assert p.rows() == {3: ("c", None)}
+    p.send(pg("c", 4, row(4, "d"), after + 200), partition=1)  # partition 1's first change after the failover
+    assert p.run()["status"] == "committed"
+    assert p.rows() == {3: ("c", None), 4: ("d", None)}
+    assert p.rows("__ordering_epoch") == {3: (1,), 4: (1,)}
+
+
+def test_scenario_05_a_failover_that_shows_first_in_a_partition_without_committed_changes_is_refused(make_pipe):
+    """A truncate on the new primary lands in a partition that committed nothing (a truncate has no key: any
+    partition): judged only against its own batch it merged silently, and at its low position it removed nothing.
+    Judged against the table it is a far fall: refused, and once the epoch is raised it empties the table."""
+    from dataclasses import replace
+
+    from cdc.errors import PositionRegression
+
+    p = make_pipe(partitions=2)
+    p.send(pg("c", 1, row(1, "a"), 8_590_000_000), pg("c", 2, row(2, "b"), 8_590_000_010))
+    p.run()
+    p.send(pg("t", None, None, 30_000_000), partition=1)
+    with pytest.raises(PositionRegression) as err:
+        p.run()
+    assert "partition 1 offset 0" in str(err.value) and "ordering_epoch" in str(err.value)
+    assert sorted(p.rows()) == [1, 2]  # nothing merged
+    p.cfg = replace(p.cfg, tables=(replace(p.table, ordering_epoch=1),))
+    assert p.run()["status"] == "committed"
+    assert p.rows() == {}
+
+
 # ---- scenario 6: compacted topics ----------------------------------------------------------------------------------
 
 def test_scenario_06_on_a_compacted_topic_a_kafka_tombstone_deletes_its_key(make_pipe):
