@@ -6,8 +6,9 @@ small and a large table; the ratio of their merge-phase times (goal ≤ 2.0 at 1
 Per size: the job creates the target from a 1,000-row snapshot, Spark fills it up to the size directly (rows with
 ordering positions older than any change, so every change applies), then ``--changes`` random changes (~25 %
 inserts / 65 % updates / 10 % deletes over the whole key range) go through ``python jobs/ingest.py``; the merge phase
-comes from the job's summary. Not part of CI. On the idle 2-core machine (2026-11-24) the defaults (1M vs 10M) took
-2.3 minutes and ``--large 50000000`` 3.4 minutes (the 50M fill: 61 s).
+comes from the job's summary. Not part of CI. On the 2-core machine the defaults (1M vs 10M) take about 2.5 minutes
+and ``--large 50000000`` 3.5–5 minutes (the 50M fill alone: 61–142 s, depending on the machine's load).
+``--batch '{"bloom_filter_min_target_rows": 0}'`` and the like compare the job's merge settings.
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ def one_size(size: int, args: argparse.Namespace, broker: Any, registry: str, tm
     stream = Stream(broker, registry, f"scale.public.t{size}", args.partitions, seed=7)
     cfg = pipeline_yaml(tmp / f"scale{size}.yaml", f"scale{size}", broker.bootstrap, registry,
                         str(tmp / f"wh{size}"), [(stream.topic, "scale.customers")],
-                        {"max_records_per_partition": args.changes * 2, "chunk_size": 100_000},
+                        {"max_records_per_partition": args.changes * 2, "chunk_size": 100_000,
+                         **json.loads(args.batch)},
                         {"spark.driver.memory": args.driver_memory, "spark.sql.shuffle.partitions": "8"})
     layout = json.loads(args.layout)
     if layout:
@@ -133,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--layout", default="{}", help='the table\'s layout keys as JSON, e.g. '
                     '\'{"partition_by": ["bucket(16, id)"], "sort_by": ["id"]}\' (see Table layout in the README)')
+    ap.add_argument("--batch", default="{}", help='more batch settings as JSON, e.g. '
+                    '\'{"bloom_filter_min_target_rows": 0}\' (see Configuration in the README)')
     ap.add_argument("--out", default=str(REPO / "bench" / "results"))
     args = ap.parse_args(argv)
     from devtools.broker import LocalBroker

@@ -11,6 +11,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from cdc.bloom import bloom_filtered, target_rows
+from cdc.config_model import BatchConfig
 from cdc.decode.model import Column
 from cdc.faults import checkpoint
 from cdc.layout import align
@@ -41,7 +43,10 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
                 stats: BatchStats, compacted: bool = False,
                 epochs: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] | None = None,
                 layout: TableLayout | None = None, write_mode: str = "upsert",
-                track_columns: Sequence[str] = ()) -> ApplyResult:
+                track_columns: Sequence[str] = (), filters: BatchConfig = BatchConfig()) -> ApplyResult:
+    """``filters``: when to cut the target to the batch's keys (``key_filter_max_changes``, ``cdc.merge.near``) and
+    when the MERGE puts a bloom filter of the batch's keys on the target's scan (``bloom_filter_min_target_rows``,
+    ``cdc.bloom``)."""
     check_mode(spark, names.target, write_mode)
     if write_mode != "upsert":  # append (changelog) / scd2 (history): cdc.modes
         return apply_mode(spark, names, batch_id, row_columns, key, ordering, write_mode, track_columns, stats, epochs,
@@ -59,6 +64,7 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
         batch_id=batch_id, key=tuple(key), columns=tuple(c.name for c in row_columns), ordering=tuple(ordering),
         delete_mode=delete_mode, toast_columns=stats.toast_columns, barrier=barrier,
         gc_horizon=None if soft else align(gc_horizon(spark, names.tombstones), len(ordering)), compacted=compacted,
+        key_filter=0 < sum(c.events_read for c in stats.partitions.values()) <= filters.key_filter_max_changes,
     )
     truncated = 0
     if own is not None:
@@ -78,7 +84,9 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
     classified.createOrReplaceTempView(view)
     try:
         if any(actions.get(a) for a in ("insert", "update", "delete", "tombstone")):
-            spark.sql(merge_target_sql(spec, view))
+            bloom = 0 < filters.bloom_filter_min_target_rows <= target_rows(spark, names.target)
+            with bloom_filtered(spark, bloom):
+                spark.sql(merge_target_sql(spec, view))
             checkpoint("after_merge")
             if not soft and (actions.get("delete") or actions.get("tombstone")):
                 spark.sql(merge_tombstones_sql(spec, view))

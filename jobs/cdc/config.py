@@ -168,7 +168,8 @@ class _Parser:
     def batch(self, raw: dict[str, Any]) -> BatchConfig:
         b = self.mapping(raw, "batch")
         self.unknown(b, {"max_records_per_partition", "chunk_size", "read_timeout_seconds", "claim_timeout_minutes",
-                         "table_concurrency", "driver_read_max_records"}, "batch.")
+                         "table_concurrency", "driver_read_max_records", "key_filter_max_changes",
+                         "bloom_filter_min_target_rows"}, "batch.")
         d = BatchConfig()
         return BatchConfig(
             max_records_per_partition=self.number(b.get("max_records_per_partition", d.max_records_per_partition),
@@ -182,6 +183,11 @@ class _Parser:
                                           int, 1),
             driver_read_max_records=self.number(b.get("driver_read_max_records", d.driver_read_max_records),
                                                 "batch.driver_read_max_records", int, 0),
+            key_filter_max_changes=self.number(b.get("key_filter_max_changes", d.key_filter_max_changes),
+                                               "batch.key_filter_max_changes", int, 0),
+            bloom_filter_min_target_rows=self.number(
+                b.get("bloom_filter_min_target_rows", d.bloom_filter_min_target_rows),
+                "batch.bloom_filter_min_target_rows", int, 0),
         )
 
     def table(self, t: dict[str, Any], i: int) -> TableConfig:

@@ -268,7 +268,7 @@ class TableRun:
             with commit_properties(self.spark, summary):  # cdc.batch-id etc. in the target's snapshot summaries
                 applied = apply_batch(self.spark, self.names, batch_id, row_cols, key, ordering.columns,
                                       self.t.delete_mode, previous, stats, self.compacted(result), ordering.epochs,
-                                      layout=self.t.layout, **self.write_mode(result, key))
+                                      layout=self.t.layout, filters=self.cfg.batch, **self.write_mode(result, key))
         checkpoint("before_commit")
         with phase(result, "commit"):
             counts = {"inserted": applied.inserted, "updated": applied.updated, "deleted": applied.deleted}

@@ -58,7 +58,7 @@ def make_pipe(spark, broker, warehouse):
     from cdc.config import parse_config
 
     def make(partitions: int = 1, fmt: str = "json", schema_registry: dict[str, Any] | None = None,
-             topic_config: dict[str, str] | None = None, **table: Any) -> Pipe:
+             topic_config: dict[str, str] | None = None, batch: dict[str, Any] | None = None, **table: Any) -> Pipe:
         topic = unique("dbserver1.public.customers_")
         if topic_config:
             from confluent_kafka.admin import NewTopic
@@ -74,7 +74,7 @@ def make_pipe(spark, broker, warehouse):
             **({"schema_registry": schema_registry} if schema_registry else {}),
             "catalog": {"name": "lake", "type": "hadoop", "warehouse": str(warehouse)},
             "metadata_namespace": unique("meta"),
-            "batch": {"read_timeout_seconds": 20},
+            "batch": {"read_timeout_seconds": 20, **(batch or {})},
             "tables": [{"topic": topic, "target": f"{ns}.customers", **table}],
         })
         return Pipe(spark, broker, cfg, topic)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.integration.events import PLACEHOLDER, mysql, pg, tombstone
@@ -9,8 +11,16 @@ from tests.integration.events import PLACEHOLDER, mysql, pg, tombstone
 pytestmark = pytest.mark.integration
 
 
-def test_inserts_updates_deletes_across_batches(make_pipe):
-    p = make_pipe()
+# How a batch meets the target (and tombstones): joined whole, or cut to the batch's keys first (the default for
+# batches this small, cdc.merge.near), or in addition with a bloom filter on the MERGE's target scan (cdc.bloom)
+KEY_FILTER = pytest.mark.parametrize(
+    "key_filter", [{"key_filter_max_changes": 0}, {}, {"bloom_filter_min_target_rows": 1}],
+    ids=["whole-target", "key-filter", "bloom-filter"])
+
+
+@KEY_FILTER
+def test_inserts_updates_deletes_across_batches(make_pipe, key_filter):
+    p = make_pipe(batch=key_filter)
     p.send(pg("r", 1, {"id": 1, "name": "a", "bio": "x"}, 10), pg("r", 2, {"id": 2, "name": "b", "bio": "y"}, 10),
            pg("c", 3, {"id": 3, "name": "c", "bio": "z"}, 20))
     s1 = p.run()
@@ -39,9 +49,10 @@ def test_newest_event_per_key_wins_within_a_batch_and_duplicates_are_harmless(ma
     assert p.rows("__lsn", "__kafka_offset") == {1: (20, 6)}
 
 
-def test_out_of_order_delete_is_not_resurrected(make_pipe):
+@KEY_FILTER
+def test_out_of_order_delete_is_not_resurrected(make_pipe, key_filter):
     """insert lsn 1, delete lsn 3, update lsn 2 in separate batches → the row stays deleted."""
-    p = make_pipe()
+    p = make_pipe(batch=key_filter)
     p.send(pg("c", 1, {"id": 1, "name": "a", "bio": None}, 1))
     p.run()
     p.send(pg("d", 1, {"id": 1, "name": "a", "bio": None}, 3))
@@ -66,8 +77,9 @@ def test_soft_delete_keeps_the_row_flagged_and_blocks_older_events(make_pipe):
     assert p.rows("name", "__deleted", "__op") == {1: ("a", True, "d"), 2: ("b", False, "c")}
 
 
-def test_toast_placeholder_keeps_value_from_batch_and_from_table(make_pipe):
-    p = make_pipe()
+@KEY_FILTER
+def test_toast_placeholder_keeps_value_from_batch_and_from_table(make_pipe, key_filter):
+    p = make_pipe(batch=key_filter)
     p.send(pg("c", 1, {"id": 1, "name": "a", "bio": "long text"}, 1),
            pg("u", 1, {"id": 1, "name": "a2", "bio": PLACEHOLDER}, 2))  # carry within the batch
     p.run()
@@ -113,3 +125,63 @@ def test_events_spread_over_partitions_are_read_in_parallel_and_ordered_by_lsn(m
     s = p.run()
     assert s["inserted"] == 150 and len(s["ranges"]) == 3
     assert len(p.rows()) == 150
+
+
+def test_the_key_filter_reads_the_target_without_shuffling_it_and_keeps_exactly_the_batchs_keys(make_pipe):
+    """What ``cdc.merge.near`` hands the classification: the target's rows of the batch's keys, found by a
+    broadcast semi-join (a scan of the target, no sort-merge join that would shuffle all of it)."""
+    from cdc.merge import MergeSpec, near
+
+    p = make_pipe()
+    p.send(*(pg("c", i, {"id": i, "name": f"n{i}", "bio": None}, i) for i in range(1, 41)))
+    p.run()
+    spec = MergeSpec(target=p.target, staging="unused", tombstones=None, batch_id=2, key=("id",),
+                     columns=("id", "name", "bio"), ordering=("__lsn",), key_filter=True)
+    batch = "SELECT id FROM VALUES (3), (17), (17), (99) AS v(id)"
+    cut = f"SELECT id, name FROM {near(spec, p.target, batch)}"
+    assert sorted(tuple(r) for r in p.spark.sql(cut).collect()) == [(3, "n3"), (17, "n17")]
+    plan = "\n".join(r[0] for r in p.spark.sql("EXPLAIN " + cut).collect())
+    assert "BroadcastHashJoin" in plan and "LeftSemi" in plan and "SortMergeJoin" not in plan, plan
+    whole = MergeSpec(**{**spec.__dict__, "key_filter": False})
+    assert near(whole, p.target, batch) == p.target
+
+
+
+def bloom_filtered_scans(plan: str) -> set[str]:
+    """The tables whose scan a plan filters with a runtime bloom filter (``might_contain(..., xxhash64(<column>``)."""
+    columns = set(re.findall(r"might_contain\(.*?xxhash64\(([^,]+),", plan))
+    return {table for table, read in re.findall(r"BatchScan (\S+?)\[([^\]]*)\]", plan)
+            if columns & set(read.split(", "))}
+
+
+def test_a_large_targets_merge_shuffles_only_the_batchs_keys_by_a_bloom_filter_on_its_scan(make_pipe, monkeypatch):
+    """``batch.bloom_filter_min_target_rows``: the MERGE into a target of that many rows puts a bloom filter of the
+    batch's keys (Spark's runtime filter, ``might_contain``) on the target's scan; a smaller target's scan has
+    none. Same rows either way, and the session's settings are back after the MERGE."""
+    import cdc.apply
+
+    plans: list[str] = []
+    merge_target_sql = cdc.apply.merge_target_sql
+
+    def explained(spec, source):
+        stmt = merge_target_sql(spec, source)
+        plans.append("\n".join(r[0] for r in p.spark.sql("EXPLAIN " + stmt).collect()))
+        return stmt
+
+    monkeypatch.setattr(cdc.apply, "merge_target_sql", explained)
+    broadcast = "spark.sql.autoBroadcastJoinThreshold"
+    for threshold, bloom in ((31, False), (30, True)):  # the target holds 30 rows when the second batch merges
+        p = make_pipe(batch={"bloom_filter_min_target_rows": threshold})
+        before = p.spark.conf.get(broadcast)
+        p.send(*(pg("c", i, {"id": i, "name": f"n{i}", "bio": None}, i) for i in range(1, 31)))
+        p.run()
+        p.send(pg("u", 5, {"id": 5, "name": "five", "bio": "b"}, 40),
+               pg("d", 7, {"id": 7, "name": "n7", "bio": None}, 41),
+               pg("c", 31, {"id": 31, "name": "n31", "bio": None}, 42),
+               pg("u", 9, {"id": 9, "name": "old", "bio": None}, 3))  # older than the table's row: skipped
+        s = p.run()
+        assert (s["inserted"], s["updated"], s["deleted"]) == (1, 1, 1)
+        assert (p.target in bloom_filtered_scans(plans[-1])) == bloom, plans[-1]
+        rows = p.rows("name", "bio")
+        assert len(rows) == 30 and 7 not in rows and rows[5] == ("five", "b") and rows[9] == ("n9", None)
+        assert p.spark.conf.get(broadcast) == before

@@ -109,3 +109,17 @@ def test_truncate_hard_deletes_rows_and_tombstones_before_the_position():
     stmts = truncate_sql(SPEC, (100,))
     assert stmts == ["DELETE FROM lake.inv.customers t WHERE ((t.`__lsn` < 100))",
                      "DELETE FROM lake.meta.tombstones__inv__customers t WHERE ((t.`__lsn` < 100))"]
+
+
+def test_the_key_filter_cuts_target_and_tombstones_to_the_batchs_keys_by_a_broadcast_semi_join():
+    plain = classify_sql(SPEC, "NEWEST")
+    assert "LEFT JOIN lake.inv.customers t ON s.`id` = t.`id`" in plain and "SEMI" not in plain
+    spec = MergeSpec(**{**SPEC.__dict__, "key_filter": True})
+    cut = classify_sql(spec, "NEWEST")
+    assert ("LEFT JOIN (SELECT /*+ BROADCAST(k) */ r.* FROM lake.inv.customers r LEFT SEMI JOIN "
+            "(SELECT DISTINCT `id` FROM (NEWEST)) k ON r.`id` = k.`id`) t ON s.`id` = t.`id`") in cut
+    assert "FROM lake.meta.tombstones__inv__customers r LEFT SEMI JOIN (SELECT DISTINCT `id` FROM (NEWEST)) k" in cut
+    merge = merge_target_sql(spec, "V")
+    assert ("LEFT JOIN (SELECT /*+ BROADCAST(k) */ r.* FROM lake.meta.tombstones__inv__customers r LEFT SEMI JOIN "
+            "(SELECT DISTINCT `id` FROM (SELECT * FROM V)) k ON r.`id` = k.`id`) d") in merge
+    assert "SEMI" not in merge_target_sql(SPEC, "V")
