@@ -5,10 +5,10 @@ so every target row (key, positions, ``_file``, ``_pos``) is shuffled: at 50M ro
 (issue 16, target 4). Spark's ``InjectRuntimeFilter`` can put a bloom filter of the changes' keys on the target's
 scan, below that shuffle, but with its defaults it never does here: it wants a target scan of 10 GB, a batch side
 it estimates at 10 MB or less, and it skips a join it expects to broadcast, which it expects for any batch under
-``spark.sql.autoBroadcastJoinThreshold``, though the MERGE's outer join could only broadcast the target. ``bloom_filtered`` plans the statements inside it
-with those gates open (``MERGE_CONF``); the size gate is ours (``batch.bloom_filter_min_target_rows``, measured on
-the target's newest snapshot). The rows are the same with or without it: the filter only drops target rows whose
-key is not in the batch, which the join drops anyway.
+``spark.sql.autoBroadcastJoinThreshold``, though the MERGE's outer join could only broadcast the target.
+``bloom_filtered`` plans the statements inside it with those gates open (``MERGE_CONF``); the size gate is ours
+(``batch.bloom_filter_min_target_rows``, measured on the target's newest snapshot). The rows are the same with or
+without it: the filter only drops target rows whose key is not in the batch, which the join drops anyway.
 
 The settings belong to the session, and they are this table's alone: tables that run at once each have their own
 session (``cdc.group.table_session``).
