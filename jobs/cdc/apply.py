@@ -64,7 +64,7 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
         batch_id=batch_id, key=tuple(key), columns=tuple(c.name for c in row_columns), ordering=tuple(ordering),
         delete_mode=delete_mode, toast_columns=stats.toast_columns, barrier=barrier,
         gc_horizon=None if soft else align(gc_horizon(spark, names.tombstones), len(ordering)), compacted=compacted,
-        key_filter=0 < sum(c.events_read for c in stats.partitions.values()) <= filters.key_filter_max_changes,
+        key_filter=0 < stats.events_read <= filters.key_filter_max_changes,
     )
     truncated = 0
     if own is not None:

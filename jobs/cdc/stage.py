@@ -89,6 +89,10 @@ class BatchStats:
     moves: tuple[int, int] | None = None
 
     @property
+    def events_read(self) -> int:
+        return sum(c.events_read for c in self.partitions.values())
+
+    @property
     def dead_letters(self) -> int:
         return sum(c.dead_letters for c in self.partitions.values())
 
