@@ -27,6 +27,7 @@ mostly generating and pre-loading the 5M rows (the generator holds the snapshot 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import sys
@@ -59,6 +60,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--tables", type=int, default=20, help="tables in the many-tables run (target 3)")
     ap.add_argument("--table-events", type=int, default=1000, help="changes per table in the many-tables run")
     ap.add_argument("--table-concurrency", type=int, default=4, help="batch.table_concurrency of that run")
+    ap.add_argument("--spark-conf", type=json.loads, default={},
+                    help="JSON object of extra Spark settings for every job run, e.g. for A/B runs")
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--backfill-events", type=int, default=0,
                     help="target 5: a backfill of this many changes (the issue: 10,000,000) with the job's default "
@@ -261,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"started": started.isoformat(timespec="seconds"), "machine": report.machine(),
                               "command": "python bench/ingest_bench.py " + shlex.join(argv or sys.argv[1:]),
                               "args": vars(args), "details": {}}
-    spark_conf = {"spark.driver.memory": args.driver_memory, "spark.sql.shuffle.partitions": "4"}
+    spark_conf = {"spark.driver.memory": args.driver_memory, "spark.sql.shuffle.partitions": "4", **args.spark_conf}
     t0 = time.perf_counter()
     with LocalBroker() as broker, LocalSchemaRegistry() as registry, \
             tempfile.TemporaryDirectory(prefix="cdc-bench-") as tmp:

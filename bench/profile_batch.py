@@ -16,6 +16,7 @@ of one.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -84,7 +85,7 @@ def event_log_calls(path: Path) -> tuple[float, float, list[tuple[str, float, in
     return app[0], app[1], sorted(out)
 
 
-def whole_process(cfg_path: Path, tmp: str, py_spy: str | None = None) -> None:
+def whole_process(cfg_path: Path, tmp: str, py_spy: str | None = None, idle: bool = True) -> None:
     import subprocess
     import yaml
 
@@ -96,7 +97,7 @@ def whole_process(cfg_path: Path, tmp: str, py_spy: str | None = None) -> None:
     t0 = time.time()
     cmd = [sys.executable, str(REPO / "jobs" / "ingest.py"), "--config", str(cfg_path)]
     if py_spy:  # the driver's Python stacks (py-spy's raw "collapsed" format: one line per stack with its samples)
-        cmd = [str(Path(sys.executable).with_name("py-spy")), "record", "--idle", "--threads", "--format", "raw", "-r", "100", "-o", py_spy,
+        cmd = [str(Path(sys.executable).with_name("py-spy")), "record", *(["--idle"] if idle else []), "--threads", "--format", "raw", "-r", "100", "-o", py_spy,
                "--", *cmd]
     proc = subprocess.run(cmd,
                           capture_output=True, text=True, cwd=str(REPO))
@@ -123,8 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--preload", type=int, default=1000)
     ap.add_argument("--batches", type=int, default=3)
     ap.add_argument("--tables", type=int, default=1)
+    ap.add_argument("--concurrency", type=int, default=1, help="batch.table_concurrency")
+    ap.add_argument("--batch", type=json.loads, default={}, help="JSON object of more batch: settings")
+    ap.add_argument("--spark-conf", type=json.loads, default={}, help="JSON object of more spark: settings")
     ap.add_argument("--whole-process", action="store_true", help="measure the last batch as one jobs/ingest.py")
     ap.add_argument("--py-spy", metavar="FILE", help="with --whole-process: record the driver's Python stacks into FILE (needs `pip install py-spy`)")
+    ap.add_argument("--cpu-only", action="store_true", help="with --py-spy: only stacks that run on a CPU (no waits)")
     args = ap.parse_args(argv)
 
     from cdc.config import load_config
@@ -137,9 +142,10 @@ def main(argv: list[str] | None = None) -> int:
         streams = [Stream(broker, registry.url, f"prof.public.t{i}", 1, seed=7 + i) for i in range(args.tables)]
         cfg_path = pipeline_yaml(Path(tmp) / "p.yaml", "prof", broker.bootstrap, registry.url, f"{tmp}/wh",
                                  [(s.topic, f"prof.t{i}") for i, s in enumerate(streams)],
-                                 {"table_concurrency": 1},
+                                 {"table_concurrency": args.concurrency, **args.batch},
                                  {"spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "true",
-                                  "spark.ui.port": str(free_port()), "spark.sql.ui.retainedExecutions": "100000"})
+                                  "spark.ui.port": str(free_port()), "spark.sql.ui.retainedExecutions": "100000",
+                                  **args.spark_conf})
         cfg = load_config(cfg_path)
         if args.whole_process:
             from bench import procs
@@ -149,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             procs.ingest(cfg_path).check("preload")
             for s in streams:
                 s.produce_batch(args.events)
-            whole_process(cfg_path, tmp, args.py_spy)
+            whole_process(cfg_path, tmp, args.py_spy, idle=not args.cpu_only)
             return 0
         spark = build_session(cfg, "cdc-profile")
         rec = Recorder(spark)

@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from cdc.bloom import bloom_filtered, target_rows
+from cdc.bloom import bloom_filtered
 from cdc.config_model import BatchConfig
 from cdc.decode.model import Column
 from cdc.faults import checkpoint
@@ -24,7 +24,8 @@ from cdc.merge import (MergeSpec, changes_sql, classify_sql, merge_target_sql, m
 from cdc.sql import tuple_cmp_literal
 from cdc.stage import BatchStats
 from cdc.table_layout import TableLayout
-from cdc.tables import EPOCHS_PROPERTY, TableNames, ensure_target, ensure_tombstones, gc_horizon, target_epochs
+from cdc.tables import (EPOCHS_PROPERTY, TableNames, current_snapshot, ensure_target, ensure_tombstones, gc_horizon,
+                         target_epochs)
 
 
 @dataclass(frozen=True)
@@ -44,9 +45,10 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
                 epochs: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] | None = None,
                 layout: TableLayout | None = None, write_mode: str = "upsert",
                 track_columns: Sequence[str] = (), filters: BatchConfig = BatchConfig()) -> ApplyResult:
-    """``filters``: when to cut the target to the batch's keys (``key_filter_max_changes``, ``cdc.merge.near``) and
-    when the MERGE puts a bloom filter of the batch's keys on the target's scan (``bloom_filter_min_target_rows``,
-    ``cdc.bloom``)."""
+    """``filters``: when to cut the target to the batch's keys (``key_filter_max_changes``,
+    ``key_filter_min_target_rows``, ``cdc.merge.near``) and when the MERGE puts a bloom filter of the batch's keys on
+    the target's scan (``bloom_filter_min_target_rows``, ``cdc.bloom``); both measure the target by its current
+    snapshot's ``total-records``."""
     check_mode(spark, names.target, write_mode)
     if write_mode != "upsert":  # append (changelog) / scd2 (history): cdc.modes
         return apply_mode(spark, names, batch_id, row_columns, key, ordering, write_mode, track_columns, stats, epochs,
@@ -56,6 +58,7 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
     ensure_target(spark, names.target, row_columns, key, ordering, soft, layout)
     if not soft:
         ensure_tombstones(spark, names.tombstones, key_cols, ordering)
+    rows = target_size(spark, names.target)
     own = stats.truncate
     previous_barrier = align(previous_barrier, len(ordering))
     barrier = max(b for b in (previous_barrier, own) if b) if (previous_barrier or own) else None
@@ -64,7 +67,8 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
         batch_id=batch_id, key=tuple(key), columns=tuple(c.name for c in row_columns), ordering=tuple(ordering),
         delete_mode=delete_mode, toast_columns=stats.toast_columns, barrier=barrier,
         gc_horizon=None if soft else align(gc_horizon(spark, names.tombstones), len(ordering)), compacted=compacted,
-        key_filter=0 < stats.events_read <= filters.key_filter_max_changes,
+        key_filter=(0 < stats.events_read <= filters.key_filter_max_changes
+                    and filters.key_filter_min_target_rows <= rows),
     )
     truncated = 0
     if own is not None:
@@ -84,8 +88,7 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
     classified.createOrReplaceTempView(view)
     try:
         if any(actions.get(a) for a in ("insert", "update", "delete", "tombstone")):
-            bloom = 0 < filters.bloom_filter_min_target_rows <= target_rows(spark, names.target)
-            with bloom_filtered(spark, bloom):
+            with bloom_filtered(spark, 0 < filters.bloom_filter_min_target_rows <= rows):
                 spark.sql(merge_target_sql(spec, view))
             checkpoint("after_merge")
             if not soft and (actions.get("delete") or actions.get("tombstone")):
@@ -98,7 +101,7 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
     return ApplyResult(
         inserted=actions.get("insert", 0), updated=actions.get("update", 0),
         deleted=actions.get("delete", 0) + truncated, skipped=actions.get("skip", 0), truncated=truncated,
-        snapshot_id=current_snapshot(spark, names.target), barrier=own,
+        snapshot_id=snapshot_id(spark, names.target), barrier=own,
     )
 
 
@@ -120,9 +123,15 @@ def apply_mode(spark: Any, names: TableNames, batch_id: int, row_columns: Sequen
         spark.sql(f"ALTER TABLE {names.target} SET TBLPROPERTIES ('{EPOCHS_PROPERTY}' = '{raw}')")
     return ApplyResult(inserted=counts.get("insert", 0), updated=counts.get("update", 0),
                        deleted=counts.get("delete", 0), skipped=0, truncated=0,
-                       snapshot_id=current_snapshot(spark, names.target), barrier=stats.truncate)
+                       snapshot_id=snapshot_id(spark, names.target), barrier=stats.truncate)
 
 
-def current_snapshot(spark: Any, table: str) -> int | None:
-    row = spark.sql(f"SELECT snapshot_id FROM {table}.snapshots ORDER BY committed_at DESC LIMIT 1").first()
-    return None if row is None else int(row[0])
+def snapshot_id(spark: Any, table: str) -> int | None:
+    snap = current_snapshot(spark, table)
+    return None if snap is None else snap.snapshot_id
+
+
+def target_size(spark: Any, table: str) -> int:
+    """Rows in the target's data files (0 for an empty table), by which the merge's filters are chosen."""
+    snap = current_snapshot(spark, table)
+    return 0 if snap is None else snap.total_records

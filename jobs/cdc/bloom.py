@@ -7,8 +7,9 @@ scan, below that shuffle, but with its defaults it never does here: it wants a t
 it estimates at 10 MB or less, and it skips a join it expects to broadcast, which it expects for any batch under
 ``spark.sql.autoBroadcastJoinThreshold``, though the MERGE's outer join could only broadcast the target.
 ``bloom_filtered`` plans the statements inside it with those gates open (``MERGE_CONF``); the size gate is ours
-(``batch.bloom_filter_min_target_rows``, measured on the target's newest snapshot). The rows are the same with or
-without it: the filter only drops target rows whose key is not in the batch, which the join drops anyway.
+(``batch.bloom_filter_min_target_rows``, measured on the target's current snapshot,
+``cdc.tables.current_snapshot``). The rows are the same with or without it: the filter only drops target rows
+whose key is not in the batch, which the join drops anyway.
 
 The settings belong to the session, and they are this table's alone: tables that run at once each have their own
 session (``cdc.group.table_session``).
@@ -19,7 +20,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-__all__ = ["MERGE_CONF", "bloom_filtered", "target_rows"]
+__all__ = ["MERGE_CONF", "bloom_filtered"]
 
 MERGE_CONF = {
     "spark.sql.optimizer.runtime.bloomFilter.enabled": "true",
@@ -29,13 +30,6 @@ MERGE_CONF = {
     "spark.sql.optimizer.runtime.bloomFilter.creationSideThreshold": f"{2**63 - 1}b",
     "spark.sql.autoBroadcastJoinThreshold": "-1",  # the MERGE's join is a shuffle join: say so
 }
-
-
-def target_rows(spark: Any, table: str) -> int:
-    """Rows in the table's data files by its newest snapshot's summary (deletes not subtracted: what a scan reads)."""
-    newest = f"SELECT summary['total-records'] FROM {table}.snapshots ORDER BY committed_at DESC LIMIT 1"
-    row = spark.sql(newest).first()
-    return int(row[0]) if row is not None and row[0] is not None else 0
 
 
 @contextmanager

@@ -258,10 +258,11 @@ def swap(spark: Any, stage: str, target: str, info: str, pipeline: str, batch_id
 
 
 def _snapshot_id(spark: Any, target: str) -> int | None:
-    from cdc.apply import current_snapshot
+    from cdc.tables import current_snapshot
 
     spark.catalog.refreshTable(target)
-    return current_snapshot(spark, target)
+    snap = current_snapshot(spark, target)
+    return None if snap is None else snap.snapshot_id
 
 
 def _summary(t: TableConfig, status: str, rows: int, at: dict[str, Any], horizon: Any, batch_id: int,

@@ -169,7 +169,7 @@ class _Parser:
         b = self.mapping(raw, "batch")
         self.unknown(b, {"max_records_per_partition", "chunk_size", "read_timeout_seconds", "claim_timeout_minutes",
                          "table_concurrency", "driver_read_max_records", "key_filter_max_changes",
-                         "bloom_filter_min_target_rows"}, "batch.")
+                         "key_filter_min_target_rows", "bloom_filter_min_target_rows"}, "batch.")
         d = BatchConfig()
         return BatchConfig(
             max_records_per_partition=self.number(b.get("max_records_per_partition", d.max_records_per_partition),
@@ -185,6 +185,8 @@ class _Parser:
                                                 "batch.driver_read_max_records", int, 0),
             key_filter_max_changes=self.number(b.get("key_filter_max_changes", d.key_filter_max_changes),
                                                "batch.key_filter_max_changes", int, 0),
+            key_filter_min_target_rows=self.number(b.get("key_filter_min_target_rows", d.key_filter_min_target_rows),
+                                                   "batch.key_filter_min_target_rows", int, 0),
             bloom_filter_min_target_rows=self.number(
                 b.get("bloom_filter_min_target_rows", d.bloom_filter_min_target_rows),
                 "batch.bloom_filter_min_target_rows", int, 0),

@@ -111,6 +111,27 @@ def existing_columns(spark: Any, name: str) -> list[Column]:
     return [Column(f.name, to_arrow_type(f.dataType), f.nullable) for f in spark.table(name).schema.fields]
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """A table's current snapshot: its id and ``total-records`` (rows in its data files, deletes not subtracted:
+    what a scan of the table reads)."""
+
+    snapshot_id: int
+    total_records: int
+
+
+def current_snapshot(spark: Any, name: str) -> Snapshot | None:
+    """The current snapshot of an existing table (None: nothing committed yet), from the Iceberg table the session's
+    catalog holds: no Spark job, unlike a query of ``<table>.snapshots`` (two per batch, issue 16). After this
+    session commits to the table, that is the snapshot it committed."""
+    table = spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
+    snap = table.currentSnapshot()
+    if snap is None:
+        return None
+    total = snap.summary().get("total-records")
+    return Snapshot(int(snap.snapshotId()), int(total) if total is not None else 0)
+
+
 def ensure_meta_tables(spark: Any, cfg: PipelineConfig) -> None:
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {cfg.catalog.name}.{cfg.metadata_namespace}")
     n = f"{cfg.catalog.name}.{cfg.metadata_namespace}"

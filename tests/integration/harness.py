@@ -147,9 +147,10 @@ class Outcome:
 
 
 # How a batch meets the target (cdc.merge.near, cdc.bloom): chosen by the seed, so that existing seeds keep their
-# scenarios: joined whole / cut to the batch's keys (the default for small batches) / in addition a bloom filter of
-# the batch's keys on the MERGE's target scan (the default for targets of 1M rows and more)
-MERGE_PATHS = {"whole": {"key_filter_max_changes": 0}, "key-filter": {}, "bloom": {"bloom_filter_min_target_rows": 1}}
+# scenarios: joined whole (the default for small targets) / cut to the batch's keys / in addition a bloom filter of
+# the batch's keys on the MERGE's target scan (both are the default for targets of 1M rows and more)
+MERGE_PATHS = {"whole": {}, "key-filter": {"key_filter_min_target_rows": 0},
+               "bloom": {"key_filter_min_target_rows": 0, "bloom_filter_min_target_rows": 1}}
 
 
 def merge_path(scenario: Scenario) -> str:

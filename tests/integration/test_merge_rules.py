@@ -11,10 +11,12 @@ from tests.integration.events import PLACEHOLDER, mysql, pg, tombstone
 pytestmark = pytest.mark.integration
 
 
-# How a batch meets the target (and tombstones): joined whole, or cut to the batch's keys first (the default for
-# batches this small, cdc.merge.near), or in addition with a bloom filter on the MERGE's target scan (cdc.bloom)
+# How a batch meets the target (and tombstones): joined whole (the default for targets this small), or cut to the
+# batch's keys first (cdc.merge.near), or in addition with a bloom filter on the MERGE's target scan (cdc.bloom):
+# the default for targets of 1M rows
 KEY_FILTER = pytest.mark.parametrize(
-    "key_filter", [{"key_filter_max_changes": 0}, {}, {"bloom_filter_min_target_rows": 1}],
+    "key_filter", [{}, {"key_filter_min_target_rows": 0},
+                   {"key_filter_min_target_rows": 0, "bloom_filter_min_target_rows": 1}],
     ids=["whole-target", "key-filter", "bloom-filter"])
 
 
@@ -145,6 +147,32 @@ def test_the_key_filter_reads_the_target_without_shuffling_it_and_keeps_exactly_
     whole = MergeSpec(**{**spec.__dict__, "key_filter": False})
     assert near(whole, p.target, batch) == p.target
 
+
+def test_only_a_large_targets_join_is_cut_to_the_batchs_keys(make_pipe, monkeypatch):
+    """``batch.key_filter_min_target_rows``: the classification cuts a target of that many rows (and the tombstones)
+    to the batch's keys; a smaller target is joined whole (the cut's own Spark jobs would cost more). Same rows."""
+    import cdc.apply
+
+    statements: list[str] = []
+    classify_sql = cdc.apply.classify_sql
+
+    def recorded(spec, newest):
+        statements.append(classify_sql(spec, newest))
+        return statements[-1]
+
+    monkeypatch.setattr(cdc.apply, "classify_sql", recorded)
+    for threshold, cut in ((31, False), (30, True)):  # the target holds 30 rows when the second batch merges
+        p = make_pipe(batch={"key_filter_min_target_rows": threshold})
+        p.send(*(pg("c", i, {"id": i, "name": f"n{i}", "bio": None}, i) for i in range(1, 31)))
+        p.run()
+        p.send(pg("u", 5, {"id": 5, "name": "five", "bio": "b"}, 40),
+               pg("d", 7, {"id": 7, "name": "n7", "bio": None}, 41),
+               pg("u", 9, {"id": 9, "name": "old", "bio": None}, 3))  # older than the table's row: skipped
+        s = p.run()
+        assert (s["inserted"], s["updated"], s["deleted"]) == (0, 1, 1)
+        assert statements[-1].count("LEFT SEMI JOIN") == (2 if cut else 0), statements[-1]
+        rows = p.rows("name", "bio")
+        assert len(rows) == 29 and 7 not in rows and rows[5] == ("five", "b") and rows[9] == ("n9", None)
 
 
 def bloom_filtered_scans(plan: str) -> set[str]:

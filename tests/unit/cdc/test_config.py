@@ -18,9 +18,12 @@ def test_parses_defaults_and_overrides():
     assert (t.delete_mode, t.on_bad_record, t.ordering, t.primary_key) == ("soft", "fail", "auto", ())
     assert cfg.batch.max_records_per_partition == 500_000
     assert cfg.table("inventory.customers") is t and cfg.table("dbserver1.public.customers") is t
-    assert (cfg.batch.key_filter_max_changes, cfg.batch.bloom_filter_min_target_rows) == (1_000_000, 1_000_000)
-    merge = parse_config({**BASE, "batch": {"key_filter_max_changes": 0, "bloom_filter_min_target_rows": 0}}).batch
-    assert (merge.key_filter_max_changes, merge.bloom_filter_min_target_rows) == (0, 0)
+    b = cfg.batch
+    assert (b.key_filter_max_changes, b.key_filter_min_target_rows, b.bloom_filter_min_target_rows) == (1_000_000,) * 3
+    merge = parse_config({**BASE, "batch": {"key_filter_max_changes": 0, "key_filter_min_target_rows": 5,
+                                            "bloom_filter_min_target_rows": 0}}).batch
+    assert (merge.key_filter_max_changes, merge.key_filter_min_target_rows, merge.bloom_filter_min_target_rows) == \
+        (0, 5, 0)
 
 
 @pytest.mark.parametrize("change, key", [
@@ -33,6 +36,7 @@ def test_parses_defaults_and_overrides():
     ({"tables": [{"topic": "t", "target": "a.b", "colour": 1}]}, "tables[0].colour"),
     ({"batch": {"max_records_per_partition": 0}}, "batch.max_records_per_partition"),
     ({"batch": {"key_filter_max_changes": -1}}, "batch.key_filter_max_changes"),
+    ({"batch": {"key_filter_min_target_rows": -1}}, "batch.key_filter_min_target_rows"),
     ({"batch": {"bloom_filter_min_target_rows": "many"}}, "batch.bloom_filter_min_target_rows"),
     ({"tables": [{"topic": "t", "target": "a.b", "max_dead_letter_ratio": 2}]}, "tables[0].max_dead_letter_ratio"),
     ({"tables": [{"topic": "t", "target": "a.b", "max_record_bytes": 1.5}]}, "tables[0].max_record_bytes"),
