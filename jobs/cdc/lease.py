@@ -5,7 +5,7 @@ owner is alive by asking the OS; a run on another host cannot, and treats the cl
 older than ``batch.claim_timeout_minutes`` (the lease). While a run works on a batch, ``LeaseKeeper`` renews
 ``claimed_at`` from a daemon thread every third of the lease, so only a run that has stopped renewing (it died, or
 its host did) loses its batch, one lease after its last renewal. A renewal that fails is retried at the next tick; a
-run whose batch was taken over anyway stops at its next ledger step (``Ledger.still_owner``).
+run whose batch was taken over anyway stops before it commits (``Ledger.still_owner``, asked by ``mark_committed``).
 """
 
 from __future__ import annotations

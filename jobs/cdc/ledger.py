@@ -319,7 +319,9 @@ class Ledger:
 
     def mark_staged(self, table: str, batch_id: int, run_id: str, ranges: Sequence[LedgerRange],
                     barrier: tuple[int, ...] | None) -> None:
-        self.still_owner(table, batch_id, run_id)
+        """Only this run's rows are updated (``run_id``); whether it still owns the batch is asked once, before the
+        commit (``mark_committed``): a run that lost its claim and merges anyway is fenced by the MERGE's
+        conditions, and a check here would only stop it earlier, for one more ledger read per batch."""
         def per_partition(field: str) -> str:
             cases = " ".join(f"WHEN {int(r.partition)} THEN {int(getattr(r, field))}" for r in ranges)
             return f"{field} = CASE `partition` {cases} ELSE 0 END"
