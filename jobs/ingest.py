@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         from cdc.run import run_batch
         from cdc.session import build_session
 
-        spark = build_session(cfg, f"cdc-ingest-{cfg.pipeline}", args.master)
+        spark = build_session(cfg, f"cdc-ingest-{cfg.pipeline}", args.master, class_cache=True)
         summary = run_batch(spark, cfg, tables, mode, args.dry_run, bounds, isolate=True)
     except (Exception, KeyboardInterrupt) as exc:  # one line on stderr, the exit code of its class
         from cdc.outcome import job_failed
@@ -99,7 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     for err in errors:
         print(err, file=sys.stderr, flush=True)
     print(line, flush=True)
-    return cli.finish(exit_code_of(summary), json.loads(line), "; ".join(errors) or None)
+    code = cli.finish(exit_code_of(summary), json.loads(line), "; ".join(errors) or None)
+    from cdc import jvm_cache
+
+    jvm_cache.finish()  # the first run of a classpath: its JVM writes the class archive (cdc.jvm_cache)
+    return code
 
 
 if __name__ == "__main__":
