@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         from cdc.run import run_batch
         from cdc.session import build_session
 
-        spark = build_session(cfg, f"cdc-ingest-{cfg.pipeline}", args.master, class_cache=True)
+        # The class archive only for a process of its own (the command line): ending it stops Spark and the JVM
+        spark = build_session(cfg, f"cdc-ingest-{cfg.pipeline}", args.master, class_cache=argv is None)
         summary = run_batch(spark, cfg, tables, mode, args.dry_run, bounds, isolate=True)
     except (Exception, KeyboardInterrupt) as exc:  # one line on stderr, the exit code of its class
         from cdc.outcome import job_failed
