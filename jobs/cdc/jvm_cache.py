@@ -24,7 +24,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 ENV = "CDC_JVM_CLASS_CACHE"
 OFF = "off"
