@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     with LocalBroker() as broker, LocalSchemaRegistry() as registry, \
             tempfile.TemporaryDirectory(prefix="cdc-bench-") as tmp:
         # The jobs' JVM class archive (cdc.jvm_cache): this run's own, written by its first job, unless set
-        os.environ.setdefault("CDC_JVM_CLASS_CACHE", str(Path(tmp) / "jvm"))
+        procs.JOB_ENV.setdefault("CDC_JVM_CLASS_CACHE", os.environ.get("CDC_JVM_CLASS_CACHE", str(Path(tmp) / "jvm")))
         steps = (("small", small_batch), ("tables", many_tables), ("throughput", throughput), ("backfill", backfill))
         for name, step in steps:
             if name not in args.skip and (name != "backfill" or args.backfill_events):

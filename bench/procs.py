@@ -129,10 +129,15 @@ class Run:
         return self
 
 
+# Settings every measured process gets (the caller's own CDC_* variables do not reach them), e.g. the jobs' JVM
+# class archive directory (cdc.jvm_cache)
+JOB_ENV: dict[str, str] = {}
+
+
 def run(cmd: list[str], env: dict[str, str] | None = None, interval: float = 0.25, timeout: float = 7200) -> Run:
     """Run ``cmd`` (own process group), timing it and sampling the RSS of its tree."""
     full_env = {**{k: v for k, v in os.environ.items() if not k.startswith("CDC_")},
-                "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, **(env or {})}
+                "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, **JOB_ENV, **(env or {})}
     peaks, done = Peaks(), threading.Event()
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env,

@@ -90,9 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         spark = build_session(cfg, f"cdc-ingest-{cfg.pipeline}", args.master, class_cache=argv is None)
         summary = run_batch(spark, cfg, tables, mode, args.dry_run, bounds, isolate=True)
     except (Exception, KeyboardInterrupt) as exc:  # one line on stderr, the exit code of its class
+        from cdc import jvm_cache
         from cdc.outcome import job_failed
 
-        return job_failed(exc, "ingest")
+        code = job_failed(exc, "ingest")
+        jvm_cache.finish()  # a failed run's classes make an archive as good as any
+        return code
     line = json.dumps(summary, default=str)
     from cdc.group import error_lines, exit_code_of
 

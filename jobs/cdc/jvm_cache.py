@@ -12,7 +12,7 @@ the JVM has exited cleanly, an archive is never seen half-written.
 
 Only the job entry points use it (``cdc-ingest``, ``python jobs/ingest.py``) and only for a local master whose
 ``spark.driver.extraJavaOptions`` the YAML does not set. ``CDC_JVM_CLASS_CACHE``: the directory (default
-``~/.cache/cdc-iceberg/jvm``, about 150 MB per archive) or ``off``.
+``~/.cache/cdc-iceberg/jvm``, about 150 MB per archive) or ``off``. Off as well for a Java older than 13.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Mapping
 ENV = "CDC_JVM_CLASS_CACHE"
 OFF = "off"
 DEFAULT_DIR = Path("~/.cache/cdc-iceberg/jvm")
-WAIT_SECONDS = 300  # for the JVM to write the archive at exit (about 10 s here)
+WAIT_SECONDS = 120  # for the JVM to write the archive at exit (about 10 s here)
 
 
 @dataclass(frozen=True)
@@ -38,9 +38,10 @@ class ClassCache:
     dump_to: Path | None  # where this run writes it (None: it exists, this run uses it)
 
     def java_options(self) -> str:
-        # The JVM's warnings go to stderr (stdout ends with the job's summary, and the JVM writes the archive after
-        # it); the archive's own messages (classes it cannot hold, a classpath that no longer matches) are dropped.
-        logs = "-Xlog:disable -Xlog:all=warning,cds*=off:stderr"
+        # The JVM's warnings and its own console output go to stderr (stdout ends with the job's summary, and the JVM
+        # writes the archive after it); the archive's messages (classes it cannot hold, a classpath that no longer
+        # matches) are dropped.
+        logs = "-XX:+DisplayVMOutputToStderr -Xlog:disable -Xlog:all=warning,cds*=off:stderr"
         if self.dump_to is None:
             return f"{logs} -XX:SharedArchiveFile={self.archive}"
         return f"{logs} -XX:ArchiveClassesAtExit={self.dump_to}"
@@ -59,6 +60,22 @@ def java_binary(env: Mapping[str, str]) -> str:
     return os.path.join(home, "bin", "java") if home else (shutil.which("java") or "java")
 
 
+MIN_JAVA = 13  # -XX:ArchiveClassesAtExit (dynamic archives); Spark 3.5 also runs on Java 8 and 11
+
+
+def java_major(java: str) -> int | None:
+    """The major version of the JDK ``java`` belongs to, from its ``release`` file (None: unknown)."""
+    release = Path(os.path.realpath(java)).parent.parent / "release"
+    try:
+        for line in release.read_text().splitlines():
+            if line.startswith("JAVA_VERSION="):
+                parts = line.split("=", 1)[1].strip().strip('"').split(".")
+                return int(parts[1] if parts[0] == "1" else parts[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def spark_jars_dir(env: Mapping[str, str]) -> str:
     home = env.get("SPARK_HOME")
     if home:
@@ -72,16 +89,22 @@ def cache_key(java: str, spark_jars: list[str], conf: Mapping[str, str]) -> str:
     """A name for the archive of this JVM and classpath (pure but for the files' size and time)."""
     parts = [_stamp(java), *(_stamp(j) for j in sorted(spark_jars)),
              *(_stamp(j) for j in sorted(filter(None, conf.get("spark.jars", "").split(",")))),
-             conf.get("spark.driver.extraJavaOptions", ""), conf.get("spark.driver.extraClassPath", "")]
+             *(conf.get(k, "") for k in ("spark.driver.extraJavaOptions", "spark.driver.extraClassPath",
+                                         "spark.driver.memory")),  # the heap's size decides compressed pointers
+             *(os.environ.get(k, "") for k in ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS"))]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
 
 
 def class_cache(conf: Mapping[str, str], user_java_options: bool, env: Mapping[str, str] | None = None) \
         -> ClassCache | None:
-    """The archive for a job about to start its JVM with ``conf`` (None: off, or the YAML chose the JVM options)."""
+    """The archive for a job about to start its JVM with ``conf`` (None: off, the YAML chose the JVM options, or a
+    Java without dynamic archives)."""
     env = os.environ if env is None else env
     where = env.get(ENV, "")
     if where.strip().lower() == OFF or user_java_options:
+        return None
+    java = java_binary(env)
+    if (java_major(java) or 0) < MIN_JAVA:
         return None
     root = Path(where or DEFAULT_DIR).expanduser()
     try:
@@ -90,7 +113,7 @@ def class_cache(conf: Mapping[str, str], user_java_options: bool, env: Mapping[s
         return None
     _drop_stale(root)
     jars = glob.glob(os.path.join(spark_jars_dir(env), "*.jar"))
-    archive = root / f"{cache_key(java_binary(env), jars, conf)}.jsa"
+    archive = root / f"{cache_key(java, jars, conf)}.jsa"
     if archive.is_file():
         return ClassCache(archive, None)
     return ClassCache(archive, root / f"{archive.stem}.{os.getpid()}.partial")
@@ -115,9 +138,11 @@ def _drop_stale(root: Path, now: float | None = None) -> None:
 
 
 def finish() -> None:
-    """After the job: for a run that writes the archive, stop Spark, let the JVM exit and write it, and publish it
-    (rename). Anything that goes wrong leaves no archive; the next run tries again."""
-    cache = started
+    """At the end of the job process (whatever its result): for a run that writes the archive, stop Spark, let the
+    JVM exit and write it, and publish it (rename). Anything that goes wrong leaves no archive; the next run tries
+    again. Afterwards this process has no JVM."""
+    global started
+    cache, started = started, None
     if cache is None or cache.dump_to is None:
         return
     from pyspark import SparkContext
@@ -131,6 +156,7 @@ def finish() -> None:
             return
         proc.stdin.close()  # the JVM exits when its stdin closes, and writes the archive on its way out
         code = proc.wait(timeout=WAIT_SECONDS)
+        SparkContext._gateway = SparkContext._jvm = None  # gone: a later session would start a new one
         if code == 0 and cache.dump_to.is_file() and cache.dump_to.stat().st_size > 0:
             os.replace(cache.dump_to, cache.archive)
     except Exception as exc:  # noqa: BLE001 - the job's own result is already reported

@@ -17,6 +17,7 @@ def env_for(tmp_path, **more):
     java = tmp_path / "jdk" / "bin"
     java.mkdir(parents=True, exist_ok=True)
     (java / "java").write_bytes(b"java")
+    (tmp_path / "jdk" / "release").write_text('JAVA_VERSION="17.0.15"\nIMPLEMENTOR="x"\n')
     return {"SPARK_HOME": str(tmp_path / "spark"), "JAVA_HOME": str(tmp_path / "jdk"),
             jvm_cache.ENV: str(tmp_path / "cache"), **more}
 
@@ -35,7 +36,8 @@ def test_the_first_run_of_a_classpath_writes_the_archive_under_its_own_name_and_
 
 def test_the_jvm_s_warnings_go_to_stderr_so_that_stdout_still_ends_with_the_summary(tmp_path):
     cache = class_cache(CONF, False, env_for(tmp_path))
-    assert cache is not None and "-Xlog:disable -Xlog:all=warning,cds*=off:stderr" in cache.java_options()
+    assert cache is not None and "-XX:+DisplayVMOutputToStderr -Xlog:disable -Xlog:all=warning,cds*=off:stderr" in \
+        cache.java_options()
 
 
 def test_a_changed_jar_java_or_jvm_option_names_another_archive(tmp_path):
@@ -78,3 +80,15 @@ def test_an_archive_a_killed_run_began_is_removed_after_an_hour(tmp_path):
         os.utime(f, (1, 1))
     class_cache(CONF, False, env)
     assert (dead.exists(), young.exists(), mine.exists()) == (False, True, True)
+
+
+def test_a_java_without_dynamic_archives_or_of_unknown_version_runs_without_one(tmp_path):
+    env = env_for(tmp_path)
+    release = tmp_path / "jdk" / "release"
+    assert jvm_cache.java_major(env["JAVA_HOME"] + "/bin/java") == 17
+    release.write_text('JAVA_VERSION="11.0.2"\n')
+    assert class_cache(CONF, False, env) is None  # -XX:ArchiveClassesAtExit would stop the JVM from starting
+    release.write_text('JAVA_VERSION="1.8.0_402"\n')
+    assert jvm_cache.java_major(env["JAVA_HOME"] + "/bin/java") == 8
+    release.unlink()
+    assert class_cache(CONF, False, env) is None
