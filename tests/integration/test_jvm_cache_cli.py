@@ -49,3 +49,14 @@ def test_jvm_options_in_the_pipeline_yaml_turn_the_archive_off(tmp_path, broker,
     assert res.returncode == 0, res.stderr[-3000:]
     assert summary_of(res)["tables"][0]["inserted"] == 1
     assert "JVM class cache" not in res.stderr and not list(cache.glob("*"))
+
+
+def test_a_failed_first_job_writes_the_archive_too_and_keeps_its_error_line(tmp_path, broker, warehouse):
+    config = write_config(tmp_path, broker.bootstrap, warehouse, unique("dbserver1.public.never_created_"),
+                          f"{unique('cds')}.customers")
+    cache = tmp_path / "jvm"
+    res = run_cli(config, env={"CDC_JVM_CLASS_CACHE": str(cache)})
+    assert res.returncode == 2, res.stderr[-3000:]  # the topic does not exist: a person must act
+    assert [ln for ln in res.stderr.splitlines() if ln.startswith("ERROR")][0].startswith("ERROR [TopicNotFound]")
+    assert res.stdout.strip() == ""  # nothing from the JVM after the run, which wrote its archive on the way out
+    assert len(list(cache.glob("*.jsa"))) == 1 and not list(cache.glob("*.partial"))
