@@ -125,7 +125,11 @@ class Run:
 
     def check(self, what: str) -> "Run":
         if self.code != 0:
-            raise SystemExit(f"{what} failed (exit {self.code}):\n{self.stderr[-3000:]}")
+            import tempfile
+
+            with tempfile.NamedTemporaryFile("w", prefix="cdc-bench-stderr-", suffix=".txt", delete=False) as f:
+                f.write(self.stderr)
+            raise SystemExit(f"{what} failed (exit {self.code}; whole stderr in {f.name}):\n{self.stderr[-3000:]}")
         return self
 
 
