@@ -66,6 +66,16 @@ def has_range(bounds: BackfillBounds) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Run the job; print the summary (stdout) or one error line (stderr); report both to ``$CDC_RESULT_FILE``."""
     args = parse_args(argv)
+    from cdc import jvm_cache
+
+    try:
+        return run(args, own_process=argv is None)
+    finally:  # the first run of a classpath: its JVM writes the class archive (a failed run's classes serve as well)
+        jvm_cache.finish()
+
+
+def run(args: argparse.Namespace, own_process: bool) -> int:
+    """``main`` after parsing: the exit code. ``own_process``: started from the command line (``cdc.jvm_cache``)."""
     try:
         cfg = load_config(args.config)
         if args.max_records is not None:
@@ -87,15 +97,12 @@ def main(argv: list[str] | None = None) -> int:
         from cdc.session import build_session
 
         # The class archive only for a process of its own (the command line): ending it stops Spark and the JVM
-        spark = build_session(cfg, f"cdc-ingest-{cfg.pipeline}", args.master, class_cache=argv is None)
+        spark = build_session(cfg, f"cdc-ingest-{cfg.pipeline}", args.master, class_cache=own_process)
         summary = run_batch(spark, cfg, tables, mode, args.dry_run, bounds, isolate=True)
     except (Exception, KeyboardInterrupt) as exc:  # one line on stderr, the exit code of its class
-        from cdc import jvm_cache
         from cdc.outcome import job_failed
 
-        code = job_failed(exc, "ingest")
-        jvm_cache.finish()  # a failed run's classes make an archive as good as any
-        return code
+        return job_failed(exc, "ingest")
     line = json.dumps(summary, default=str)
     from cdc.group import error_lines, exit_code_of
 
@@ -103,11 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     for err in errors:
         print(err, file=sys.stderr, flush=True)
     print(line, flush=True)
-    code = cli.finish(exit_code_of(summary), json.loads(line), "; ".join(errors) or None)
-    from cdc import jvm_cache
-
-    jvm_cache.finish()  # the first run of a classpath: its JVM writes the class archive (cdc.jvm_cache)
-    return code
+    return cli.finish(exit_code_of(summary), json.loads(line), "; ".join(errors) or None)
 
 
 if __name__ == "__main__":

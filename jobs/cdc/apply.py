@@ -25,7 +25,7 @@ from cdc.sql import tuple_cmp_literal
 from cdc.stage import BatchStats
 from cdc.table_layout import TableLayout
 from cdc.tables import (EPOCHS_PROPERTY, TableNames, current_snapshot, ensure_target, ensure_tombstones, gc_horizon,
-                         target_epochs)
+                         snapshot_id, target_epochs)
 
 
 @dataclass(frozen=True)
@@ -124,11 +124,6 @@ def apply_mode(spark: Any, names: TableNames, batch_id: int, row_columns: Sequen
     return ApplyResult(inserted=counts.get("insert", 0), updated=counts.get("update", 0),
                        deleted=counts.get("delete", 0), skipped=0, truncated=0,
                        snapshot_id=snapshot_id(spark, names.target), barrier=stats.truncate)
-
-
-def snapshot_id(spark: Any, table: str) -> int | None:
-    snap = current_snapshot(spark, table)
-    return None if snap is None else snap.snapshot_id
 
 
 def target_size(spark: Any, table: str) -> int:

@@ -41,7 +41,7 @@ from cdc.layout import BATCH_ID, DELETED, INGESTED_AT, KAFKA_OFFSET, KAFKA_PARTI
 from cdc.ledger import Ledger, process_owner
 from cdc.ledger_model import BOOTSTRAP_MODE, bootstrap_row
 from cdc.sql import lit
-from cdc.tables import TableNames, ensure_meta_tables, ensure_target, exists, names
+from cdc.tables import TableNames, ensure_meta_tables, ensure_target, exists, names, snapshot_id
 
 SUMMARY_KEY = snapshot_summary.BOOTSTRAP  # the swap commit's summary: {"run_id", "batch_id", "horizon", ...}
 
@@ -258,11 +258,8 @@ def swap(spark: Any, stage: str, target: str, info: str, pipeline: str, batch_id
 
 
 def _snapshot_id(spark: Any, target: str) -> int | None:
-    from cdc.tables import current_snapshot
-
     spark.catalog.refreshTable(target)
-    snap = current_snapshot(spark, target)
-    return None if snap is None else snap.snapshot_id
+    return snapshot_id(spark, target)
 
 
 def _summary(t: TableConfig, status: str, rows: int, at: dict[str, Any], horizon: Any, batch_id: int,

@@ -166,6 +166,27 @@ def finish() -> None:
             cache.dump_to.unlink(missing_ok=True)
 
 
+def prepare(conf: dict[str, str], user_java_options: bool) -> dict[str, str]:
+    """``conf`` for the JVM this process is about to start, with its class archive (kept in ``started`` for
+    ``finish``), and the choice logged; ``conf`` unchanged when the JVM runs already or the archive is off."""
+    global started
+    from pyspark import SparkContext
+
+    if SparkContext._gateway is not None:  # the JVM runs already: its options are set
+        return conf
+    started = class_cache(conf, user_java_options)
+    if started is not None:
+        import logging
+
+        from cdc.progress import setup_logging
+
+        setup_logging()
+        logging.getLogger("cdc.session").info(
+            "JVM class cache: %s %s", "using" if started.dump_to is None else
+            "this run writes (once per classpath, when it ends)", started.archive)
+    return with_cache(conf, started)
+
+
 def with_cache(conf: dict[str, str], cache: ClassCache | None) -> dict[str, str]:
     """``conf`` with the archive's option added to the driver's JVM options (pure)."""
     if cache is None:
@@ -174,4 +195,4 @@ def with_cache(conf: dict[str, str], cache: ClassCache | None) -> dict[str, str]
     return {**conf, "spark.driver.extraJavaOptions": opts}
 
 
-__all__ = ["ENV", "ClassCache", "cache_key", "class_cache", "finish", "started", "with_cache"]
+__all__ = ["ENV", "ClassCache", "cache_key", "class_cache", "finish", "prepare", "started", "with_cache"]

@@ -3,8 +3,9 @@
 Lifecycle of a batch (``status``):
 
 * ``claimed`` — written right after planning by the run that will process the batch (``run_id``, ``owner``). The
-  claim is a row-level MERGE of (pipeline, table, batch_id) on the serializable ledger: of two runs claiming one batch
-  id, the second to commit gets a conflict and writes nothing. Each run then re-reads the ledger: a run that sees
+  claim overwrites the rows of (pipeline, table, batch_id), validated as serializable from the ledger snapshot the
+  batch id was chosen from (``TableState.snapshot_id``): of two runs claiming one batch id, the second to commit gets a
+  conflict and writes nothing. Each run then re-reads the ledger: a run that sees
   another owner of its batch id, an older pending batch, or a cursor that moved since it planned withdraws its rows
   and refuses with ``ConcurrentRunError``. Reads always drop the cached Iceberg
   metadata first (``_fresh``): another process's claim must be visible.
@@ -176,7 +177,10 @@ class Ledger:
         batch: each is a Spark job)."""
         from cdc.ledger_model import CURSOR_MODES
 
+        from cdc.tables import current_snapshot
+
         self._fresh()
+        seen = current_snapshot(self.spark, self.name)  # before the query: a claim validated from it is never laxer
         modes = ", ".join(lit(m) for m in CURSOR_MODES)
         committed = ("FALSE" if topic is None else
                      f"(topic = {lit(topic)} AND status = 'committed' AND mode IN ({modes}))")
@@ -186,7 +190,8 @@ class Ledger:
             f"SELECT *, unix_micros(claimed_at) AS claimed_at_us, max(batch_id) OVER (PARTITION BY table_name) AS top FROM {self.name} "
             f"WHERE {self._where(table)}) WHERE status IN ('claimed', 'staged') OR truncate_barrier IS NOT NULL "
             f"OR batch_id = top OR {committed}").collect()
-        return table_state([r.asDict() for r in rows], table, topic)
+        return table_state([r.asDict() for r in rows], table, topic,
+                           None if seen is None else seen.snapshot_id)
 
     def barrier(self, table: str, before_batch: int) -> tuple[int, ...] | None:
         """Newest truncate position recorded by earlier batches of the table."""
@@ -204,15 +209,16 @@ class Ledger:
         return {r[0] for r in rows}
 
     def claim(self, table: str, batch_id: int, mode: str, ranges: Sequence[LedgerRange], run_id: str,
-              topic: str | None = None, cursor: dict[int, int] | None = None) -> "TableState":
-        """Claim ``batch_id`` for this run, or raise ``ConcurrentRunError`` if another run got it first.
+              topic: str | None = None, cursor: dict[int, int] | None = None, *, seen: int | None) -> "TableState":
+        """Claim ``batch_id`` for this run, or raise ``ConcurrentRunError`` if another run got it first. ``seen``: the
+        ledger snapshot ``batch_id`` was chosen from (``TableState.snapshot_id``; None: the ledger had none).
 
         Winning the row for ``batch_id`` is not enough: a run that planned while another run's batch was still
         uncommitted (it looked for pending batches just before the other claimed) would process the same offsets.
         So after the claim, the oldest pending batch of the table must be ours and (incremental) the committed
         cursor must still be the one we planned from; otherwise our claim is withdrawn and we refuse. Returns the
         ledger state read for that check (its truncate barriers are the batch's: earlier batches are all committed)."""
-        self._append_claim(table, batch_id, mode, ranges, run_id)
+        self._append_claim(table, batch_id, mode, ranges, run_id, seen)
         # One read answers every question about the claim, all about the same ledger state.
         state = self.state(table, topic if cursor is not None else None)
         owners = state.owners(batch_id)
@@ -234,30 +240,31 @@ class Ledger:
                                      "without writing. Retry later")
         return state
 
-    def _append_claim(self, table: str, batch_id: int, mode: str, ranges: Sequence[LedgerRange], run_id: str) -> None:
-        """Write this run's claim rows for ``batch_id`` unless a claim of it is already there.
+    def _append_claim(self, table: str, batch_id: int, mode: str, ranges: Sequence[LedgerRange], run_id: str,
+                      seen: int | None) -> None:
+        """Write this run's claim rows for ``batch_id`` unless another claim of it committed since ``seen``.
 
-        The write is a row-level MERGE (its matched clause never fires) whose target rows are exactly this batch's:
-        on the copy-on-write, serializable ledger Iceberg then refuses the commit if another run's claim of the batch
-        committed after this MERGE read the ledger (``ValidationException``, a commit conflict; ``claim`` then reads
-        who won). An insert-only MERGE would commit as a plain append without that check: two runs could both write
-        their claim, both see both, and both withdraw."""
+        The write overwrites the batch's rows (there are none: ``batch_id`` is new as of ``seen``) with a serializable
+        validation from ``seen``: Iceberg refuses the commit when data or deletes that may hold rows of this batch
+        committed after ``seen`` (``ValidationException``, a commit conflict; ``claim`` then reads who won). A plain
+        append would commit without that check: two runs could both write their claim, both see both, and both
+        withdraw. The overwrite is one write job; the MERGE that did this before scanned the table's ledger rows
+        (five Spark jobs, the largest ledger statement of a small batch, issue 16)."""
+        from pyspark.sql import functions as F
+
         values = ", ".join(
             f"({lit(self.pipeline)}, {lit(table)}, {int(batch_id)}, {lit(mode)}, {lit(r.topic)}, {int(r.partition)}, "
             f"{int(r.start)}, {int(r.end)}, 'claimed', {_NULLS}, {lit(run_id)}, {lit(process_owner())}, "
             "current_timestamp(), CAST(NULL AS STRING), CAST(NULL AS STRING))" for r in ranges)
-        def this_batch(alias: str) -> str:  # literals: Iceberg's conflict filter is built from them
-            return (f"{alias}pipeline = {lit(self.pipeline)} AND {alias}table_name = {lit(table)} "
-                    f"AND {alias}batch_id = {int(batch_id)}")
-
-        src = f"SELECT * FROM (VALUES {values}) AS v({_COLUMNS}) WHERE NOT EXISTS (SELECT 1 FROM {self.name} " \
-              f"WHERE {this_batch('')})"
-        sql = (f"MERGE INTO {self.name} l USING ({src}) s ON {this_batch('l.')} AND l.topic = s.topic "
-               "AND l.`partition` = s.`partition` WHEN MATCHED AND l.status = 'never' THEN UPDATE SET l.status = l.status "
-               "WHEN NOT MATCHED THEN INSERT *")
+        writer = self.spark.sql(f"SELECT * FROM (VALUES {values}) AS v({_COLUMNS})").writeTo(self.name) \
+            .option("isolation-level", "serializable")
+        if seen is not None:  # None: the ledger had no snapshot, so every commit since its creation is checked
+            writer = writer.option("validate-from-snapshot-id", str(int(seen)))
+        this_batch = ((F.col("pipeline") == self.pipeline) & (F.col("table_name") == table)
+                      & (F.col("batch_id") == int(batch_id)))
         try:
             with self._lock(table):
-                self.spark.sql(sql)
+                writer.overwrite(this_batch)
         except Exception as exc:
             if not is_commit_conflict(exc):
                 raise
@@ -372,6 +379,7 @@ class TableState:
     positions: dict[int, tuple[int, ...]]  # partition → newest committed source position (``max_position``)
     servers: dict[int, frozenset[str]]  # partition → server ids committed (``server_ids``; absent: none recorded)
     barriers: tuple[tuple[int, tuple[int, ...]], ...]  # (batch id, truncate barrier) of every row that has one
+    snapshot_id: int | None = None  # the ledger snapshot the read started from (None: none yet); a claim checks it
 
     @property
     def next_batch_id(self) -> int:
@@ -400,7 +408,8 @@ def _pending(rows: Sequence[Mapping[str, Any]]) -> PendingBatch | None:
         run_id=mine[0]["run_id"], owner=mine[0]["owner"] or "", claimed_at_us=mine[0]["claimed_at_us"])
 
 
-def table_state(rows: Sequence[Mapping[str, Any]], table: str, topic: str | None) -> TableState:
+def table_state(rows: Sequence[Mapping[str, Any]], table: str, topic: str | None,
+                snapshot_id: int | None = None) -> TableState:
     """``TableState`` from ledger rows (pure; ``Ledger.state`` selects the rows it needs)."""
     from cdc.ledger_model import committed_cursor, known_servers, newest_positions
 
@@ -417,4 +426,5 @@ def table_state(rows: Sequence[Mapping[str, Any]], table: str, topic: str | None
         positions=newest_positions(r for r in committed if r["max_position"] is not None),
         servers=known_servers(committed),
         barriers=tuple(sorted((int(r["batch_id"]), tuple(json.loads(r["truncate_barrier"]))) for r in rows
-                              if r["truncate_barrier"])))
+                              if r["truncate_barrier"])),
+        snapshot_id=snapshot_id)

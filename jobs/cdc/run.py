@@ -172,16 +172,18 @@ class TableRun:
         if dry_run:
             with phase(result, "plan"):
                 self.batch_schema(ranges)
-                result.batch_id = self.next_batch_id()
+                result.batch_id = self.planned_state().next_batch_id
             result.status = "dry_run"
             result.events_read = sum(r.size for r in ranges)
             return
         with phase(result, "plan"):
             schema = self.batch_schema(ranges)  # before the claim: schema errors leave no ledger rows
-            batch_id = self.next_batch_id()
+            planned = self.planned_state()
+            batch_id = planned.next_batch_id
             self.claimed = self.ledger.claim(self.t.target, batch_id, mode,
                               [LedgerRange(self.t.topic, r.partition, r.start, r.end) for r in ranges], self.run_id,
-                              topic=self.t.topic, cursor=self.cursor if mode == "incremental" else None)
+                              topic=self.t.topic, cursor=self.cursor if mode == "incremental" else None,
+                              seen=planned.snapshot_id)
         checkpoint("after_claim")
         try:
             with self.lease(batch_id):
@@ -191,10 +193,11 @@ class TableRun:
                 self.ledger.release(self.t.target, batch_id, self.run_id)  # only if still 'claimed'
             raise
 
-    def next_batch_id(self) -> int:
-        """The id of a new batch: from the incremental plan's ledger read (once), else read now."""
+    def planned_state(self) -> TableState:
+        """The ledger a new batch is planned from (its id, the snapshot its claim is checked from): the incremental
+        plan's read (once), else read now."""
         planned, self.planned = self.planned, None
-        return planned.next_batch_id if planned is not None else self.ledger.next_batch_id(self.t.target)
+        return planned if planned is not None else self.ledger.state(self.t.target, None)
 
     def stage_and_merge(self, result: TableResult, batch_id: int, ranges: list[PartitionRange], mode: str,
                         schema: tuple[list[Column], tuple[str, ...], Ordering, Any] | None = None) -> None:
@@ -212,15 +215,13 @@ class TableRun:
             max_record_bytes=self.t.max_record_bytes, compacted=self.compacted(result))
         with phase(result, "read_stage"):
             chunks = split_chunks(self.t.topic, ranges, self.cfg.batch.chunk_size)
-            stage(self.spark, spec, chunks, self.names, self.cfg.batch.driver_read_max_records)
-            stats = batch_stats(self.spark, self.names.staging, batch_id, ordering.columns)
+            stats = self.stage(spec, chunks)
             while stats.dead_letters and (wider := unbound_columns(self.spark, self.names.staging, batch_id, decoder,
                                                                  row_cols, self.t)):
                 row_cols = wider  # records of schemas the samples did not show: stage again with their columns
                 spec = replace(spec, decoder=decoder.bind(row_cols), row_columns=tuple(row_cols),
                                staging_columns=tuple(staging_columns(row_cols, ordering.columns, key)))
-                stage(self.spark, spec, chunks, self.names, self.cfg.batch.driver_read_max_records)
-                stats = batch_stats(self.spark, self.names.staging, batch_id, ordering.columns)
+                stats = self.stage(spec, chunks)
             counts = stats.partitions
             if stats.dead_letters:
                 record_dead_letters(self.spark, self.names, self.cfg.pipeline, self.t.target, batch_id)
@@ -230,8 +231,7 @@ class TableRun:
                 settled = self.settle_regressions(batch_id, ordering, counts)
                 if settled != ordering:  # a raised ordering_epoch starts where positions fell: stage again
                     ordering, spec = settled, replace(spec, ordering=settled)
-                    stage(self.spark, spec, chunks, self.names, self.cfg.batch.driver_read_max_records)
-                    stats = batch_stats(self.spark, self.names.staging, batch_id, ordering.columns)
+                    stats = self.stage(spec, chunks)
                     counts = stats.partitions
         checkpoint("after_stage")
         with phase(result, "ledger"):
@@ -245,6 +245,11 @@ class TableRun:
         result.events_skipped = sum(c.events_skipped for c in counts.values())
         result.dead_letters = sum(c.dead_letters for c in counts.values())
         self.merge_and_commit(result, batch_id, row_cols, key, ordering, stats)
+
+    def stage(self, spec: ReadSpec, chunks: list[Any]) -> BatchStats:
+        """Stage the batch's chunks; its stats (counted from the rows in hand when the driver read them)."""
+        return (stage(self.spark, spec, chunks, self.names, self.cfg.batch.driver_read_max_records)
+                or batch_stats(self.spark, self.names.staging, spec.batch_id, spec.ordering.columns))
 
     def settle_regressions(self, batch_id: int, ordering: Ordering, counts: dict[int, PartitionCounts]) -> Ordering:
         """``cdc.regression.check``: the ordering with a pending epoch started where positions fell far back or a

@@ -152,22 +152,9 @@ def build_session(cfg: PipelineConfig, app_name: str = "cdc-ingest", master: str
     conf = session_conf(cfg, master, submitted=submitted, jar_mode=os.environ.get(jars.JARS_ENV, "auto"),
                         bundled_jar=jars.bundled_jar(), package_dir=package_dir(), jar_files=jars.local_files())
     if class_cache and submitted is None and is_local(conf["spark.master"]):
-        from pyspark import SparkContext
-
         from cdc import jvm_cache
 
-        if SparkContext._gateway is None:  # the JVM is started below, with these options
-            cache = jvm_cache.started = jvm_cache.class_cache(conf, "spark.driver.extraJavaOptions" in cfg.spark)
-            conf = jvm_cache.with_cache(conf, cache)
-            if cache is not None:
-                import logging
-
-                from cdc.progress import setup_logging
-
-                setup_logging()
-                logging.getLogger("cdc.session").info(
-                    "JVM class cache: %s %s", "using" if cache.dump_to is None else
-                    "this run writes (once per classpath, when it ends)", cache.archive)
+        conf = jvm_cache.prepare(conf, "spark.driver.extraJavaOptions" in cfg.spark)
     for k, v in python_env(conf["spark.master"], sys.executable).items():
         os.environ.setdefault(k, v)
     from pyspark.sql import SparkSession

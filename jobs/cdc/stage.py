@@ -10,6 +10,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
+import pyarrow as pa
+
 from cdc.decode.model import Column
 from cdc.errors import BadRecordError, DeadLetterRatioExceeded
 from cdc.kafka.read import Chunk, ReadSpec, map_chunks
@@ -31,9 +33,12 @@ class PartitionCounts:
     servers: tuple[str, ...] | None = None  # the server ids of its change events (None: no changes; cdc.regression)
 
 
-def stage(spark: Any, spec: ReadSpec, chunks: Sequence[Chunk], names: TableNames, driver_max_records: int = 0) -> None:
+def stage(spark: Any, spec: ReadSpec, chunks: Sequence[Chunk], names: TableNames,
+          driver_max_records: int = 0) -> BatchStats | None:
     """Read ``chunks`` (one Spark task each; in the driver when they hold at most ``driver_max_records`` offsets,
-    ``cdc.kafka.driver_read``) and overwrite the batch's staging partition."""
+    ``cdc.kafka.driver_read``) and overwrite the batch's staging partition. Returns the batch's ``BatchStats`` when
+    the driver read it (counted from the rows in hand, ``arrow_batch_stats``: no Spark job), else None (then
+    ``batch_stats`` counts the staged rows)."""
     ensure_staging(spark, names.staging, spec.staging_columns)
     epochs = None if spec.ordering.epochs is None else [[e, [list(s) for s in st]] for e, st in spec.ordering.epochs]
     spark.sql(f"ALTER TABLE {names.staging} SET TBLPROPERTIES ("
@@ -41,13 +46,15 @@ def stage(spark: Any, spec: ReadSpec, chunks: Sequence[Chunk], names: TableNames
               f"'cdc.ordering'={lit(json.dumps([spec.ordering.kind, list(spec.ordering.paths), epochs]))})")
     from cdc.kafka import driver_read
 
-    df = None
+    df, read = None, None
     if driver_read.use_driver(chunks, driver_max_records):
         try:
-            df = driver_read.arrow_frame(spark, driver_read.read_in_driver(spec, chunks),
-                                         arrow_schema(spec.staging_columns), spark_schema(spec.staging_columns))
+            read = list(driver_read.read_in_driver(spec, chunks))
         except driver_read.TooLarge:  # large rows: read in Spark tasks, chunk by chunk, as a larger batch is
-            df = None
+            read = None
+        if read is not None:
+            df = driver_read.arrow_frame(spark, iter(read), arrow_schema(spec.staging_columns),
+                                         spark_schema(spec.staging_columns))
     if df is None:
         rows = [tuple(asdict(c).values()) for c in chunks]
         rdd = spark.sparkContext.parallelize(rows, max(1, len(rows)))
@@ -60,6 +67,7 @@ def stage(spark: Any, spec: ReadSpec, chunks: Sequence[Chunk], names: TableNames
     df = df.select(*[F.col(q(f.name)) if f.name in mine else F.lit(None).cast(f.dataType).alias(f.name)
                      for f in have])
     df.writeTo(names.staging).overwritePartitions()
+    return None if read is None else arrow_batch_stats(read, spec.ordering.columns, {f.name for f in have})
 
 
 def staged_key_and_ordering(spark: Any, staging: str) -> tuple[tuple[str, ...], Ordering]:
@@ -128,6 +136,60 @@ def batch_stats(spark: Any, staging: str, batch_id: int, ordering: Sequence[str]
         toast_columns=tuple(sorted({c for r in rows for c in (r["u"] or [])})),
         truncate=max(truncates) if truncates else None,
         moves=(sum(r["mo"] for r in rows), sum(r["md"] for r in rows)) if headers else None,
+    )
+
+
+def arrow_batch_stats(batches: Sequence[pa.RecordBatch], ordering: Sequence[str], have: set[str]) -> BatchStats:
+    """``batch_stats`` of staged rows in hand (pure): the same counts, from the record batches a driver read staged
+    (the rows the staging table then holds; ``have``: its columns). ``batch_stats``' SQL is the definition: each value
+    here follows its expression, including Spark's order of structs with NULL fields (NULL first)."""
+    from cdc.layout import KIND, NEW_KEY, OLD_KEY, OP, PARTITION, SERVER_ID, UNAVAILABLE
+
+    rows = pa.Table.from_batches([b for b in batches if b.num_rows]) if any(b.num_rows for b in batches) else None
+    if rows is None:
+        return BatchStats(partitions={}, toast_columns=(), truncate=None,
+                          moves=(0, 0) if {OLD_KEY, NEW_KEY} <= have else None)
+    n = rows.num_rows
+
+    def column(name: str) -> list[Any]:
+        return rows.column(name).to_pylist() if name in rows.column_names else [None] * n
+
+    part, kind, op, unavailable = column(PARTITION), column(KIND), column(OP), column(UNAVAILABLE)
+    positions = list(zip(*(column(c) for c in ordering))) if ordering else [()] * n
+    server, old_key, new_key = column(SERVER_ID), column(OLD_KEY), column(NEW_KEY)
+    order = lambda pos: tuple((0,) if v is None else (1, v) for v in pos)  # noqa: E731 - Spark: NULL sorts first
+    acc: dict[int, dict[str, Any]] = {}
+    for i in range(n):
+        a = acc.setdefault(int(part[i]), {"n": 0, "s": 0, "e": 0, "u": [], "t": None, "m": None, "mo": 0, "md": 0,
+                                          "lo": [None] * len(ordering), "sv": set()})
+        a["n"] += 1
+        a["s"] += kind[i] in SKIPPED
+        a["e"] += kind[i] == "error"
+        if unavailable[i] is not None:
+            a["u"].extend(c for c in unavailable[i] if c not in a["u"])
+        if kind[i] != "change":
+            continue
+        pos = positions[i]
+        if a["m"] is None or order(pos) > order(a["m"]):
+            a["m"] = pos
+        if op[i] == "t" and (a["t"] is None or order(pos) > order(a["t"])):
+            a["t"] = pos
+        a["lo"] = [v if lo is None else lo if v is None else min(lo, v) for lo, v in zip(a["lo"], pos)]
+        if server[i] is not None:
+            a["sv"].add(server[i])
+        a["mo"] += old_key[i] is not None
+        a["md"] += new_key[i] is not None and op[i] == "d"
+    truncates = [tuple(int(v) for v in a["t"]) for a in acc.values() if a["t"] is not None]
+    headers = {OLD_KEY, NEW_KEY} <= have
+    return BatchStats(
+        partitions={p: PartitionCounts(p, a["n"], a["s"], a["e"],
+                                       tuple(int(v) for v in a["m"]) if a["m"] is not None else None,
+                                       tuple(a["lo"]),
+                                       tuple(sorted(a["sv"])) if a["m"] is not None and SERVER_ID in have else None)
+                    for p, a in acc.items()},
+        toast_columns=tuple(sorted({c for a in acc.values() for c in a["u"]})),
+        truncate=max(truncates) if truncates else None,
+        moves=(sum(a["mo"] for a in acc.values()), sum(a["md"] for a in acc.values())) if headers else None,
     )
 
 

@@ -132,6 +132,12 @@ def current_snapshot(spark: Any, name: str) -> Snapshot | None:
     return Snapshot(int(snap.snapshotId()), int(total) if total is not None else 0)
 
 
+def snapshot_id(spark: Any, name: str) -> int | None:
+    """The id of the table's current snapshot (None: nothing committed yet), as ``current_snapshot`` reads it."""
+    snap = current_snapshot(spark, name)
+    return None if snap is None else snap.snapshot_id
+
+
 def ensure_meta_tables(spark: Any, cfg: PipelineConfig) -> None:
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {cfg.catalog.name}.{cfg.metadata_namespace}")
     n = f"{cfg.catalog.name}.{cfg.metadata_namespace}"

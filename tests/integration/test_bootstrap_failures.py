@@ -84,8 +84,9 @@ def test_a_pending_ingest_batch_of_the_table_is_retried_before_the_source_is_rea
     cfg = load_config(config)
     t = cfg.tables[0]
     ensure_meta_tables(spark, cfg)
-    Ledger(spark, names(cfg, t).ledger, cfg.pipeline).claim(t.target, 1, "incremental",
-                                                             [LedgerRange(topic, 0, 0, 5)], "an-ingest-run")
+    ledger = Ledger(spark, names(cfg, t).ledger, cfg.pipeline)
+    ledger.claim(t.target, 1, "incremental", [LedgerRange(topic, 0, 0, 5)], "an-ingest-run",
+                 seen=ledger.state(t.target, None).snapshot_id)
     cfg = dataclasses.replace(cfg, tables=(dataclasses.replace(t, bootstrap=dataclasses.replace(
         t.bootstrap, jdbc_url=f"jdbc:postgresql://127.0.0.1:{closed_port()}/{db}")),))  # never contacted
     with pytest.raises(ConcurrentRunError, match=f"table {target} .*batch 1 is claimed .*rerun ingest") as err:

@@ -75,17 +75,18 @@ def test_two_claims_of_one_batch_that_see_each_other_still_leave_one_winner(make
     p.run(dry_run=True)  # creates the metadata tables
     name, target, ranges = f"lake.{p.cfg.metadata_namespace}.ledger", p.table.target, [LedgerRange(p.topic, 0, 0, 1)]
     a, b = (Ledger(p.spark.newSession(), name, p.cfg.pipeline) for _ in range(2))
-    a.state(target, p.topic)  # A plans
+    a_plan = a.state(target, p.topic)  # A plans
+    b_plan = b.state(target, p.topic)  # B plans
     b_reads = b.state
 
     def a_claims_then_b_reads(*args):
-        a._append_claim(target, 1, "incremental", ranges, "run-a")
+        a._append_claim(target, 1, "incremental", ranges, "run-a", a_plan.snapshot_id)
         return b_reads(*args)
 
     b.state = a_claims_then_b_reads  # type: ignore[method-assign]
-    b.claim(target, 1, "incremental", ranges, "run-b")  # B keeps its claim
+    b.claim(target, 1, "incremental", ranges, "run-b", seen=b_plan.snapshot_id)  # B keeps its claim
     with pytest.raises(ConcurrentRunError, match="run-b"):
-        a.claim(target, 1, "incremental", ranges, "run-a")
+        a.claim(target, 1, "incremental", ranges, "run-a", seen=a_plan.snapshot_id)
     assert Ledger(p.spark, name, p.cfg.pipeline).owners(target, 1) == {"run-b"}
 
 

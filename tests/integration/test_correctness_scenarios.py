@@ -220,7 +220,8 @@ def test_scenario_03_a_live_claim_from_another_host_blocks_in_any_time_zone(make
     ledger_name = f"lake.{p.cfg.metadata_namespace}.ledger"
     p.run(dry_run=True)  # creates the metadata tables
     ledger = Ledger(p.spark, ledger_name, p.cfg.pipeline)
-    ledger.claim(p.table.target, 1, "incremental", [LedgerRange(p.topic, 0, 0, 1)], "other-run")
+    ledger.claim(p.table.target, 1, "incremental", [LedgerRange(p.topic, 0, 0, 1)], "other-run",
+                 seen=ledger.state(p.table.target, None).snapshot_id)
     p.spark.sql(f"UPDATE {ledger_name} SET owner = 'elsewhere:1:1', claimed_at = current_timestamp()")
     with pytest.raises(ConcurrentRunError):  # renewed a moment ago on another host: alive, whatever TZ says
         p.run()
@@ -254,7 +255,8 @@ def test_scenario_04_take_over_rechecks_the_claim_it_read(make_pipe):
     p.send(pg("c", 1, row(1, "a"), 10))
     p.run(dry_run=True)
     ledger = Ledger(p.spark, f"lake.{p.cfg.metadata_namespace}.ledger", p.cfg.pipeline)
-    ledger.claim(p.table.target, 1, "incremental", [LedgerRange(p.topic, 0, 0, 1)], "run-a")
+    ledger.claim(p.table.target, 1, "incremental", [LedgerRange(p.topic, 0, 0, 1)], "run-a",
+                 seen=ledger.state(p.table.target, None).snapshot_id)
     seen = ledger.pending(p.table.target)
     time.sleep(1.1)
     ledger.renew(p.table.target, 1, "run-a")  # the owner is alive after all: it renewed since we looked

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from tests.integration.events import PLACEHOLDER, mysql, pg, tombstone
+from tests.integration.harness import MERGE_PATHS
 
 pytestmark = pytest.mark.integration
 
@@ -14,10 +15,7 @@ pytestmark = pytest.mark.integration
 # How a batch meets the target (and tombstones): joined whole (the default for targets this small), or cut to the
 # batch's keys first (cdc.merge.near), or in addition with a bloom filter on the MERGE's target scan (cdc.bloom):
 # the default for targets of 1M rows
-KEY_FILTER = pytest.mark.parametrize(
-    "key_filter", [{}, {"key_filter_min_target_rows": 0},
-                   {"key_filter_min_target_rows": 0, "bloom_filter_min_target_rows": 1}],
-    ids=["whole-target", "key-filter", "bloom-filter"])
+KEY_FILTER = pytest.mark.parametrize("key_filter", list(MERGE_PATHS.values()), ids=list(MERGE_PATHS))
 
 
 @KEY_FILTER

@@ -91,7 +91,8 @@ def test_tables_running_at_once_update_the_shared_ledger_in_sessions_of_their_ow
         own = table_session(spark, cfg)
         assert own is not spark
         ledger, table, run = Ledger(own, name, cfg.pipeline), f"t{i}.customers", f"run{i}"
-        ledger.claim(table, 1, "incremental", [LedgerRange(f"topic{i}", 0, 0, 5)], run)
+        ledger.claim(table, 1, "incremental", [LedgerRange(f"topic{i}", 0, 0, 5)], run,
+                     seen=ledger.state(table, None).snapshot_id)
         for _ in range(6):  # UPDATEs of the table's rows while the other threads update theirs
             ledger.renew(table, 1, run)
         ledger.mark_committed(table, 1, run, {"inserted": i}, None, {})

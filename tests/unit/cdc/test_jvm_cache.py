@@ -92,3 +92,18 @@ def test_a_java_without_dynamic_archives_or_of_unknown_version_runs_without_one(
     assert jvm_cache.java_major(env["JAVA_HOME"] + "/bin/java") == 8
     release.unlink()
     assert class_cache(CONF, False, env) is None
+
+
+def test_prepare_keeps_the_archive_for_finish_and_leaves_a_running_jvm_alone(tmp_path, monkeypatch):
+    from pyspark import SparkContext
+
+    for k, v in env_for(tmp_path).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(jvm_cache, "started", None)
+    monkeypatch.setattr(SparkContext, "_gateway", None)  # no JVM yet: it starts with the archive's options
+    conf = jvm_cache.prepare(dict(CONF), False)
+    assert jvm_cache.started is not None and jvm_cache.started.dump_to is not None
+    assert conf == with_cache(dict(CONF), jvm_cache.started)
+    monkeypatch.setattr(jvm_cache, "started", None)
+    monkeypatch.setattr(SparkContext, "_gateway", object())  # a JVM runs already: its options cannot change
+    assert jvm_cache.prepare(dict(CONF), False) == CONF and jvm_cache.started is None
