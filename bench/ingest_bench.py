@@ -9,7 +9,7 @@ Every job run is the whole ``python jobs/ingest.py`` process (Spark start-up inc
    ``--partitions``) into a target pre-loaded with ``--preload`` rows, vs the single-process confluent-kafka +
    fastavro decode floor over the same ranges (goal ≥ 2.0×);
 2. small batch: 100 changes into an existing table vs Spark's own floor, a process that starts the same local Spark
-   session with the Iceberg jar and commits one row (goal ≤ 1.5×);
+   session with the Iceberg jar and commits one row (goal ≤ 1.5×); medians of ``--small-rounds`` interleaved rounds;
 3. many tables: ``--tables`` tables × ``--table-events`` in one job (``batch.table_concurrency``) vs one table with
    as many events in total (goal ≤ 2.0×; the job part of a DAG run: Airflow's plan/publish tasks are not included);
    today's one-process-per-table mapping is estimated as ``--tables`` × the small-batch process;
@@ -57,6 +57,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--chunk-size", type=int, default=100_000, help="batch.chunk_size of the jobs")
     ap.add_argument("--small-events", type=int, default=100, help="changes in the small batch (target 2)")
+    ap.add_argument("--small-rounds", type=int, default=3,
+                    help="target 2: rounds of (batch, floor, cached floor); the medians are reported")
     ap.add_argument("--tables", type=int, default=20, help="tables in the many-tables run (target 3)")
     ap.add_argument("--table-events", type=int, default=1000, help="changes per table in the many-tables run")
     ap.add_argument("--table-concurrency", type=int, default=4, help="batch.table_concurrency of that run")
@@ -152,18 +154,25 @@ def target_rows(cfg: Path, table: str) -> int | None:
 
 def small_batch(args: argparse.Namespace, broker: Any, registry: str, tmp: Path, spark_conf: dict[str, str],
                 details: dict[str, Any]) -> dict[str, Any]:
-    """Target 2: a steady-state small batch (the table exists) vs Spark's start-and-commit floor."""
+    """Target 2: a steady-state small batch (the table exists) vs Spark's start-and-commit floor. ``--small-rounds``
+    rounds of (a new batch, the floor, the floor from the class archive), interleaved so that a slow moment of the
+    shared machine hits all three alike; each number is its median over the rounds."""
     stream = Stream(broker, registry, "bench.public.small", 1, seed=5)
     cfg = pipeline_yaml(tmp / "small.yaml", "bench_small", broker.bootstrap, registry, str(tmp / "wh_small"),
                         [(stream.topic, "bench.small")], {"chunk_size": args.chunk_size}, spark_conf)
     stream.produce_preload(args.small_events)
     first = procs.ingest(cfg).check("small batch (first run, creates the table)")
-    stream.produce_batch(args.small_events)
-    job = procs.ingest(cfg).check("small batch")
-    floor = procs.python_c(baselines.SPARK_FLOOR, str(cfg)).check("Spark floor")
-    cached = procs.python_c(baselines.SPARK_FLOOR_CACHED, str(cfg)).check("Spark floor (class archive)")
+    jobs, floors, cacheds = [], [], []
+    for _ in range(max(1, args.small_rounds)):
+        stream.produce_batch(args.small_events)
+        jobs.append(procs.ingest(cfg).check("small batch"))
+        floors.append(procs.python_c(baselines.SPARK_FLOOR, str(cfg)).check("Spark floor"))
+        cacheds.append(procs.python_c(baselines.SPARK_FLOOR_CACHED, str(cfg)).check("Spark floor (class archive)"))
+    job, floor, cached = (median_run(runs) for runs in (jobs, floors, cacheds))
     summary = (job.summary() or {"tables": [{}]})["tables"][0]
-    out = {"events": args.small_events, "first_run_s": round(first.seconds, 1), "job_s": round(job.seconds, 1),
+    out = {"events": args.small_events, "rounds": len(jobs), "job_runs_s": [round(r.seconds, 1) for r in jobs],
+           "floor_runs_s": [round(r.seconds, 1) for r in floors],
+           "first_run_s": round(first.seconds, 1), "job_s": round(job.seconds, 1),
            "spark_floor_s": round(floor.seconds, 1), "job_cpu_s": job.peaks.cpu_seconds,
            "spark_floor_cpu_s": floor.peaks.cpu_seconds, "spark_floor_cached_s": round(cached.seconds, 1),
            "spark_floor_cached_cpu_s": cached.peaks.cpu_seconds, "phases_s": summary.get("seconds"),
@@ -171,6 +180,11 @@ def small_batch(args: argparse.Namespace, broker: Any, registry: str, tmp: Path,
     log(f"small batch: {out}")
     details["small_batch"] = out
     return out
+
+
+def median_run(runs: list[Any]) -> Any:
+    """The run of median wall time (an odd number of runs: the middle one; else the faster middle one)."""
+    return sorted(runs, key=lambda r: r.seconds)[(len(runs) - 1) // 2]
 
 
 def many_tables(args: argparse.Namespace, broker: Any, registry: str, tmp: Path, spark_conf: dict[str, str],
