@@ -6,8 +6,9 @@
 
 Per target table: expire snapshots, rewrite data files, rewrite position delete files, remove orphan files.
 Per target's helper tables: drop staged batches whose ledger rows were committed before the staging retention,
-delete tombstones older than the tombstone retention, expire their snapshots. The ledger and dead-letter tables get
-snapshot expiry only (their rows are the audit trail). One step failing does not stop the others; the exit code
+delete tombstones older than the tombstone retention, expire their snapshots. The ledger and dead-letter tables keep
+every row (their rows are the audit trail): their snapshots expire and their small files are rewritten (a ledger read
+opens every file of its table: 0.26 s at 10 files, 1.3 s at 600). One step failing does not stop the others; the exit code
 is then 1 (Airflow retries). Last stdout line: a JSON summary. Exit codes as jobs/ingest.py (0, 2, 75, 1).
 """
 
@@ -197,6 +198,10 @@ class Maintenance:
             ident = f"{self.cat}.{self.cfg.metadata_namespace}.{name}"
             if self.exists(ident):
                 self.expire(ident)
+                # Every batch adds a small ledger file and every run's ledger reads open them all: rewrite them
+                # (bin-packing keeps every row; a run's ledger write that meets the rewrite is retried).
+                self.step(ident, "rewrite_data_files", lambda ident=ident: self.call(
+                    "rewrite_data_files", ident, options="map('min-input-files', '2')"))
 
 
 def main(argv: list[str] | None = None) -> int:
