@@ -102,6 +102,7 @@ def whole_process(cfg_path: Path, tmp: str, py_spy: str | None = None, idle: boo
     proc = subprocess.run(cmd,
                           capture_output=True, text=True, cwd=str(REPO))
     end = time.time()
+    Path("/tmp/cdc-profile-stderr.txt").write_text(proc.stderr)  # the job's whole stderr, for a failure's cause
     if proc.returncode:
         raise SystemExit(proc.stderr[-3000:])
     import json
@@ -112,6 +113,9 @@ def whole_process(cfg_path: Path, tmp: str, py_spy: str | None = None, idle: boo
           f"executions {sum(c[1] for c in calls):.2f} s ({len(calls)}, {sum(c[2] for c in calls)} jobs), "
           f"after the app ended {end - app_end:.2f} s")
     print("phases:", {t["table"]: t["seconds"] for t in summary["tables"]})
+    odd = {t["table"]: (t.get("status"), t.get("error")) for t in summary["tables"] if t.get("status") != "committed"}
+    if odd:
+        print("not committed:", odd)
     last = app_start
     for when, secs, jobs, text in calls:
         print(f"+{when - t0:6.2f} gap {when - last:5.2f}  {secs:6.3f} s {jobs:3d} jobs  {' '.join(text.split())[:110]}")

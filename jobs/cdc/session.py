@@ -31,7 +31,9 @@ DEFAULT_MASTER = "local[*]"
 # statements, and on few cores C2's compile threads cost more CPU than its code saves (measured on 2 cores: a
 # 100-event batch 28 -> 15 CPU s, a 500k-event batch 49 -> 33; bench/README "Performance"). A long, merge-heavy
 # local run can be a little faster with C2: set spark.driver.extraJavaOptions in the YAML's spark: to choose.
-LOCAL_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+# C1 alone makes HotSpot shrink its code cache to 48 MB, which a job of many tables fills: the JVM then cannot link a
+# method handle, a Spark thread dies and the SparkContext stops under every table. So the cache keeps its usual size.
+LOCAL_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 ARCHIVES = (".whl", ".zip", ".egg")  # what --py-files ships
 _EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 _CATALOG_IMPLS = {

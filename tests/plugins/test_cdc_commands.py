@@ -64,7 +64,9 @@ def test_spark_conf_local_uses_loopback_and_pipeline_overrides() -> None:
     assert conf["spark.driver.bindAddress"] == "127.0.0.1"
     assert conf["spark.driver.host"] == "10.0.0.1"  # the YAML wins
     assert conf["spark.pyspark.python"] == "/v/python"
-    assert conf["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"  # as cdc.session does locally
+    from cdc.session import LOCAL_DRIVER_JAVA_OPTIONS
+
+    assert conf["spark.driver.extraJavaOptions"] == LOCAL_DRIVER_JAVA_OPTIONS  # as cdc.session does locally
     cluster = spark_conf("spark://master:7077", {}, "/v/python")
     assert "spark.driver.bindAddress" not in cluster and "spark.pyspark.python" not in cluster
     assert "spark.driver.extraJavaOptions" not in cluster

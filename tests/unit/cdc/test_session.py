@@ -7,7 +7,7 @@ import pytest
 
 from cdc import jars
 from cdc.config import parse_config
-from cdc.session import effective_master, is_local, session_conf
+from cdc.session import LOCAL_DRIVER_JAVA_OPTIONS, effective_master, is_local, session_conf
 
 
 def cfg(spark: dict[str, str] | None = None, catalog: dict[str, object] | None = None):
@@ -53,7 +53,7 @@ def test_is_local() -> None:
 
 
 def test_a_local_jvm_compiles_with_c1_only_unless_the_yaml_says_otherwise() -> None:
-    assert session_conf(cfg(), "local[2]")["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
+    assert session_conf(cfg(), "local[2]")["spark.driver.extraJavaOptions"] == LOCAL_DRIVER_JAVA_OPTIONS
     assert "spark.driver.extraJavaOptions" not in session_conf(cfg(), "spark://h:7077")
     own = session_conf(cfg({"spark.driver.extraJavaOptions": "-Dx=1"}), "local[2]")
     assert own["spark.driver.extraJavaOptions"] == "-Dx=1"
