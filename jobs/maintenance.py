@@ -8,7 +8,7 @@ Per target table: expire snapshots, rewrite data files, rewrite position delete 
 Per target's helper tables: drop staged batches whose ledger rows were committed before the staging retention,
 delete tombstones older than the tombstone retention, expire their snapshots. The ledger and dead-letter tables keep
 every row (their rows are the audit trail): their snapshots expire and their small files are rewritten (a ledger read
-opens every file of its table: 0.26 s at 10 files, 1.3 s at 600). One step failing does not stop the others; the exit code
+opens every file of its table: 0.26 s at 10 batches, 1.3 s at 600). One step failing does not stop the others; the exit code
 is then 1 (Airflow retries). Last stdout line: a JSON summary. Exit codes as jobs/ingest.py (0, 2, 75, 1).
 """
 
@@ -200,8 +200,9 @@ class Maintenance:
                 self.expire(ident)
                 # Every batch adds a small ledger file and every run's ledger reads open them all: rewrite them
                 # (bin-packing keeps every row; a run's ledger write that meets the rewrite is retried).
-                self.step(ident, "rewrite_data_files", lambda ident=ident: self.call(
-                    "rewrite_data_files", ident, options="map('min-input-files', '2')"))
+                self.step(ident, "rewrite_data_files", lambda ident=ident: self.call(  # per table: partial progress
+                    "rewrite_data_files", ident,
+                    options="map('min-input-files', '2', 'partial-progress.enabled', 'true')"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -177,10 +177,10 @@ class Ledger:
         batch: each is a Spark job)."""
         from cdc.ledger_model import CURSOR_MODES
 
-        from cdc.tables import current_snapshot
+        from cdc.tables import snapshot_id
 
         self._fresh()
-        seen = current_snapshot(self.spark, self.name)  # before the query: a claim validated from it is never laxer
+        seen = snapshot_id(self.spark, self.name)  # before the query: a claim validated from it is never laxer
         modes = ", ".join(lit(m) for m in CURSOR_MODES)
         committed = ("FALSE" if topic is None else
                      f"(topic = {lit(topic)} AND status = 'committed' AND mode IN ({modes}))")
@@ -190,8 +190,7 @@ class Ledger:
             f"SELECT *, unix_micros(claimed_at) AS claimed_at_us, max(batch_id) OVER (PARTITION BY table_name) AS top FROM {self.name} "
             f"WHERE {self._where(table)}) WHERE status IN ('claimed', 'staged') OR truncate_barrier IS NOT NULL "
             f"OR batch_id = top OR {committed}").collect()
-        return table_state([r.asDict() for r in rows], table, topic,
-                           None if seen is None else seen.snapshot_id)
+        return table_state([r.asDict() for r in rows], table, topic, seen)
 
     def barrier(self, table: str, before_batch: int) -> tuple[int, ...] | None:
         """Newest truncate position recorded by earlier batches of the table."""
@@ -242,29 +241,14 @@ class Ledger:
 
     def _append_claim(self, table: str, batch_id: int, mode: str, ranges: Sequence[LedgerRange], run_id: str,
                       seen: int | None) -> None:
-        """Write this run's claim rows for ``batch_id`` unless another claim of it committed since ``seen``.
+        """Write this run's claim rows for ``batch_id`` unless another claim of it committed since ledger snapshot
+        ``seen`` (``cdc.ledger_claim``); a conflict is left to ``claim``, which reads who won."""
+        from cdc.ledger_claim import claim_rows_sql, write_claim
 
-        The write overwrites the batch's rows (there are none: ``batch_id`` is new as of ``seen``) with a serializable
-        validation from ``seen``: Iceberg refuses the commit when data or deletes that may hold rows of this batch
-        committed after ``seen`` (``ValidationException``, a commit conflict; ``claim`` then reads who won). A plain
-        append would commit without that check: two runs could both write their claim, both see both, and both
-        withdraw. The overwrite is one write job; the MERGE that did this before scanned the table's ledger rows
-        (five Spark jobs, the largest ledger statement of a small batch, issue 16)."""
-        from pyspark.sql import functions as F
-
-        values = ", ".join(
-            f"({lit(self.pipeline)}, {lit(table)}, {int(batch_id)}, {lit(mode)}, {lit(r.topic)}, {int(r.partition)}, "
-            f"{int(r.start)}, {int(r.end)}, 'claimed', {_NULLS}, {lit(run_id)}, {lit(process_owner())}, "
-            "current_timestamp(), CAST(NULL AS STRING), CAST(NULL AS STRING))" for r in ranges)
-        writer = self.spark.sql(f"SELECT * FROM (VALUES {values}) AS v({_COLUMNS})").writeTo(self.name) \
-            .option("isolation-level", "serializable")
-        if seen is not None:  # None: the ledger had no snapshot, so every commit since its creation is checked
-            writer = writer.option("validate-from-snapshot-id", str(int(seen)))
-        this_batch = ((F.col("pipeline") == self.pipeline) & (F.col("table_name") == table)
-                      & (F.col("batch_id") == int(batch_id)))
+        rows = claim_rows_sql(self.pipeline, table, batch_id, mode, ranges, run_id, process_owner())
         try:
             with self._lock(table):
-                writer.overwrite(this_batch)
+                write_claim(self.spark, self.name, self.pipeline, table, batch_id, rows, seen)
         except Exception as exc:
             if not is_commit_conflict(exc):
                 raise
@@ -293,7 +277,8 @@ class Ledger:
         sql = (f"UPDATE {self.name} SET run_id = {lit(run_id)}, owner = {lit(process_owner())}, "
                f"claimed_at = current_timestamp() WHERE {self._where(table)} AND batch_id = {pending.batch_id} "
                f"AND run_id = {lit(pending.run_id)} AND {seen}")
-        self._guarded(table, pending.batch_id, run_id, "take-over", lambda: self.spark.sql(sql))
+        self._guarded(table, pending.batch_id, run_id, "take-over",
+                      lambda: self._write("take-over", table, sql))  # a conflict (e.g. a ledger rewrite): retried
 
     def renew(self, table: str, batch_id: int, run_id: str) -> None:
         """Refresh this run's claim of a batch it is still working on (``claimed_at``; see ``cdc.lease``)."""
@@ -358,14 +343,6 @@ class Ledger:
         ]
         self._write("commit", table, f"UPDATE {self.name} SET {', '.join(sets)} WHERE {self._where(table)} "
                                      f"AND batch_id = {int(batch_id)} AND run_id = {lit(run_id)}")
-
-
-_NULLS = ("CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), "
-          "CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS STRING), "
-          "CAST(NULL AS STRING), CAST(NULL AS TIMESTAMP), CAST(NULL AS TIMESTAMP)")
-_COLUMNS = ("pipeline, table_name, batch_id, mode, topic, `partition`, start_offset, end_offset, status, events_read, "
-            "events_skipped, dead_letters, inserted, updated, deleted, target_snapshot_id, truncate_barrier, "
-            "phase_seconds, staged_at, committed_at, run_id, owner, claimed_at, max_position, server_ids")
 
 
 @dataclass(frozen=True)

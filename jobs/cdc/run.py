@@ -215,13 +215,13 @@ class TableRun:
             max_record_bytes=self.t.max_record_bytes, compacted=self.compacted(result))
         with phase(result, "read_stage"):
             chunks = split_chunks(self.t.topic, ranges, self.cfg.batch.chunk_size)
-            stats = self.stage(spec, chunks)
+            stats = self.stage_batch(spec, chunks)
             while stats.dead_letters and (wider := unbound_columns(self.spark, self.names.staging, batch_id, decoder,
                                                                  row_cols, self.t)):
                 row_cols = wider  # records of schemas the samples did not show: stage again with their columns
                 spec = replace(spec, decoder=decoder.bind(row_cols), row_columns=tuple(row_cols),
                                staging_columns=tuple(staging_columns(row_cols, ordering.columns, key)))
-                stats = self.stage(spec, chunks)
+                stats = self.stage_batch(spec, chunks)
             counts = stats.partitions
             if stats.dead_letters:
                 record_dead_letters(self.spark, self.names, self.cfg.pipeline, self.t.target, batch_id)
@@ -231,7 +231,7 @@ class TableRun:
                 settled = self.settle_regressions(batch_id, ordering, counts)
                 if settled != ordering:  # a raised ordering_epoch starts where positions fell: stage again
                     ordering, spec = settled, replace(spec, ordering=settled)
-                    stats = self.stage(spec, chunks)
+                    stats = self.stage_batch(spec, chunks)
                     counts = stats.partitions
         checkpoint("after_stage")
         with phase(result, "ledger"):
@@ -246,7 +246,7 @@ class TableRun:
         result.dead_letters = sum(c.dead_letters for c in counts.values())
         self.merge_and_commit(result, batch_id, row_cols, key, ordering, stats)
 
-    def stage(self, spec: ReadSpec, chunks: list[Any]) -> BatchStats:
+    def stage_batch(self, spec: ReadSpec, chunks: list[Any]) -> BatchStats:
         """Stage the batch's chunks; its stats (counted from the rows in hand when the driver read them)."""
         return (stage(self.spark, spec, chunks, self.names, self.cfg.batch.driver_read_max_records)
                 or batch_stats(self.spark, self.names.staging, spec.batch_id, spec.ordering.columns))

@@ -67,7 +67,9 @@ def stage(spark: Any, spec: ReadSpec, chunks: Sequence[Chunk], names: TableNames
     df = df.select(*[F.col(q(f.name)) if f.name in mine else F.lit(None).cast(f.dataType).alias(f.name)
                      for f in have])
     df.writeTo(names.staging).overwritePartitions()
-    return None if read is None else arrow_batch_stats(read, spec.ordering.columns, {f.name for f in have})
+    if read is None or not any(b.num_rows for b in read):  # nothing read: an earlier attempt's rows of this batch
+        return None  # id may remain (an empty overwrite commits nothing), and batch_stats counts what is staged
+    return arrow_batch_stats(read, spec.ordering.columns, {f.name for f in have})
 
 
 def staged_key_and_ordering(spark: Any, staging: str) -> tuple[tuple[str, ...], Ordering]:
@@ -145,14 +147,11 @@ def arrow_batch_stats(batches: Sequence[pa.RecordBatch], ordering: Sequence[str]
     here follows its expression, including Spark's order of structs with NULL fields (NULL first)."""
     from cdc.layout import KIND, NEW_KEY, OLD_KEY, OP, PARTITION, SERVER_ID, UNAVAILABLE
 
-    rows = pa.Table.from_batches([b for b in batches if b.num_rows]) if any(b.num_rows for b in batches) else None
-    if rows is None:
-        return BatchStats(partitions={}, toast_columns=(), truncate=None,
-                          moves=(0, 0) if {OLD_KEY, NEW_KEY} <= have else None)
-    n = rows.num_rows
+    n = sum(b.num_rows for b in batches)
 
-    def column(name: str) -> list[Any]:
-        return rows.column(name).to_pylist() if name in rows.column_names else [None] * n
+    def column(name: str) -> list[Any]:  # batch by batch: a driver read's batches need not share one schema
+        return [v for b in batches for v in (b.column(name).to_pylist() if name in b.schema.names
+                                             else [None] * b.num_rows)]
 
     part, kind, op, unavailable = column(PARTITION), column(KIND), column(OP), column(UNAVAILABLE)
     positions = list(zip(*(column(c) for c in ordering))) if ordering else [()] * n

@@ -63,7 +63,8 @@ def test_two_claims_of_one_batch_that_see_each_other_still_leave_one_winner(make
     """The race a CI run hit with two processes: A planned (its session holds the ledger as of then), B claims batch 1,
     and A's claim lands before B has read back who owns the batch. Both then see both claims; before the fix both
     withdrew and nobody ingested (two schedulers colliding every time would never ingest). Now A's claim conflicts
-    with B's at commit time, so B keeps the batch and A refuses.
+    with B's at commit time (A's write is validated from the ledger A planned from, which B's claim postdates), so
+    B keeps the batch and A refuses.
 
     Two sessions in one process stand for the two processes (each has its own catalog cache); the interleaving is
     forced by running A's claim write inside B's read-back, the one point between B's write and B's check."""

@@ -106,3 +106,31 @@ def test_the_ledger_is_compacted_and_a_run_that_loaded_it_before_still_records_i
     stale.claim(p.table.target, plan.next_batch_id, "incremental", [LedgerRange(p.topic, 0, 4, 4)], "run-y",
                 topic=p.topic, cursor=plan.cursor, seen=plan.snapshot_id)  # a rewrite is no conflicting claim
     assert stale.state(p.table.target, None).owners(plan.next_batch_id) == {"run-y"}
+
+
+def test_a_claim_still_lands_when_a_compacted_file_mixes_a_renamed_pipeline_s_rows(make_pipe):
+    """A pipeline renamed to a new name starts its batch ids at 1 again. Once maintenance has rewritten the ledger,
+    one file holds both pipelines' rows of the table, and the claim's overwrite cannot delete just its batch's rows
+    from it ("Cannot delete file where some, but not all, rows match filter"). The claim then falls back to the
+    MERGE (``cdc.ledger_claim``) instead of refusing every run."""
+    from cdc.ledger import Ledger, LedgerRange
+
+    p = make_pipe()
+    p.send(pg("c", 1, {"id": 1, "name": "n1", "bio": None}, 1))
+    p.run(dry_run=True)  # the metadata tables
+    spark, ledger = p.spark, f"lake.{p.cfg.metadata_namespace}.ledger"
+    for pipeline, batches in (("before-rename", (1, 2, 3)), (p.cfg.pipeline, (1,))):
+        led = Ledger(spark, ledger, pipeline)
+        for b in batches:
+            state = led.state(p.table.target, None)
+            led.claim(p.table.target, b, "incremental", [LedgerRange(p.topic, 0, b, b)], f"{pipeline}-{b}",
+                      seen=state.snapshot_id)
+            led.mark_committed(p.table.target, b, f"{pipeline}-{b}", {}, None, {})
+    maintenance.Maintenance(spark, p.cfg, args(), datetime.now(timezone.utc)).run(p.cfg.tables)
+    spark.catalog.refreshTable(ledger)
+    assert spark.sql(f"SELECT count(*) FROM {ledger}.files").first()[0] == 1
+    led = Ledger(spark, ledger, p.cfg.pipeline)
+    state = led.state(p.table.target, None)
+    assert state.next_batch_id == 2
+    led.claim(p.table.target, 2, "incremental", [LedgerRange(p.topic, 0, 2, 2)], "run-2", seen=state.snapshot_id)
+    assert led.state(p.table.target, None).owners(2) == {"run-2"}

@@ -52,8 +52,8 @@ def arrow_rows(records: list[dict], batch_id: int) -> pa.RecordBatch:
 
 @settings(max_examples=25, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.lists(record, max_size=30))
-def test_stats_of_rows_in_hand_equal_the_sql_stats_of_the_staged_rows(spark, records):
+@given(st.lists(record, max_size=30), st.integers(0, 30))
+def test_stats_of_rows_in_hand_equal_the_sql_stats_of_the_staged_rows(spark, records, cut):
     staging = f"lake.stats.staging_{next(_tables)}"
     cols = staging_columns(ROW, ORDERING, ["id"])
     ensure_staging(spark, staging, cols)
@@ -62,7 +62,8 @@ def test_stats_of_rows_in_hand_equal_the_sql_stats_of_the_staged_rows(spark, rec
     have = {f.name for f in spark.table(staging).schema.fields}
     expected = outcome(lambda: batch_stats(spark, staging, 7, ORDERING))
     OUTCOMES.append(expected is TypeError)
-    assert outcome(lambda: arrow_batch_stats([batch], ORDERING, have)) == expected
+    parts = [batch.slice(0, cut), batch.slice(cut)]  # a driver read hands over several record batches
+    assert outcome(lambda: arrow_batch_stats(parts, ORDERING, have)) == expected
 
 
 def outcome(stats):
@@ -109,3 +110,13 @@ def test_a_null_field_sorts_first_in_both_paths(spark):
     expected = batch_stats(spark, staging, 4, ORDERING)
     assert expected.truncate == (1, 0) and expected.partitions[0].max_position == (1, 0)
     assert arrow_batch_stats([batch], ORDERING, have) == expected
+
+
+def test_batches_of_different_schemas_are_counted_column_by_column():
+    """A driver read's record batches need not share one schema (``arrow_frame`` conforms them for the JVM): a batch
+    without the header columns counts as NULL headers."""
+    full = arrow_rows([{"partition": 1, "kind": "change", "op": "u", "o0": 2, "o1": 0, "server": "1",
+                        "unavailable": ["bio"], "old": True, "new": False}], 1)
+    bare = full.drop_columns(["__old_key", "__new_key"])
+    stats = arrow_batch_stats([full, bare], ORDERING, set(full.schema.names))
+    assert stats.moves == (1, 0) and stats.partitions[1].events_read == 2 and stats.toast_columns == ("bio",)
