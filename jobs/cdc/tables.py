@@ -165,7 +165,9 @@ def ensure_meta_tables(spark: Any, cfg: PipelineConfig) -> None:
 def meta_tables_current(spark: Any, namespace: str) -> bool:
     """Do ``<namespace>.ledger``, with every column and setting ``ensure_meta_tables`` gives it, and
     ``<namespace>.dead_letters`` exist? Read from the Iceberg tables the session's catalog loads (Py4J, no Spark
-    statement); any error reads as no (``ensure_meta_tables`` then runs its statements and reports it)."""
+    statement); any error reads as no: ``ensure_meta_tables`` then runs its statements, which report it. A catalog
+    whose first initialisation failed is initialised again by them (Spark keeps no failed catalog): a run that lost
+    the race to upgrade a JDBC catalog's schema goes on (``test_jdbc_catalog``)."""
     load = spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable
     try:
         ledger = load(spark._jsparkSession, f"{namespace}.ledger")
