@@ -94,7 +94,9 @@ def run(args: argparse.Namespace, own_process: bool) -> int:
         if mode == "incremental" and has_range(bounds):
             raise ConfigError("--start/--end offsets and timestamps need --mode backfill")
         from cdc.run import run_batch
-        from cdc.session import build_session
+        from cdc.session import build_session, preload_modules
+
+        preload_modules()  # while the JVM starts
 
         # The class archive only for a process of its own (the command line): ending it stops Spark and the JVM
         spark = build_session(cfg, f"cdc-ingest-{cfg.pipeline}", args.master, class_cache=own_process)

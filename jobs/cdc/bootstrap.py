@@ -38,7 +38,8 @@ from cdc.decode.model import Column
 from cdc.errors import ConcurrentRunError, ConfigError, TerminalError
 from cdc.faults import checkpoint
 from cdc.layout import BATCH_ID, DELETED, INGESTED_AT, KAFKA_OFFSET, KAFKA_PARTITION, OP, SOURCE_TS_MS
-from cdc.ledger import Ledger, process_owner
+from cdc.lease import process_owner
+from cdc.ledger import Ledger
 from cdc.ledger_model import BOOTSTRAP_MODE, bootstrap_row
 from cdc.sql import lit
 from cdc.tables import TableNames, ensure_meta_tables, ensure_target, exists, names, snapshot_id

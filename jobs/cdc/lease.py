@@ -10,13 +10,47 @@ run whose batch was taken over anyway stops before it commits (``Ledger.still_ow
 
 from __future__ import annotations
 
+import os
+import socket
 import sys
 import threading
+import time
 from typing import Any, Callable
 
 from cdc.errors import one_line
 
 MIN_INTERVAL_SECONDS = 1.0
+
+
+def owner_host() -> str:
+    return os.environ.get("CDC_OWNER_HOST") or socket.gethostname()
+
+
+def process_owner() -> str:
+    """``host:pid:start`` of this process (start time makes PID reuse harmless)."""
+    return f"{owner_host()}:{os.getpid()}:{_start_time(os.getpid())}"
+
+
+def _start_time(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "?"
+
+
+def owner_alive(owner: str, claimed_at_us: int | None, lease_seconds: float, now: float | None = None) -> bool:
+    """Is the run that owns a pending batch still running? Same host: ask the OS; else trust the lease.
+
+    ``claimed_at_us`` is epoch microseconds, so the age does not depend on any process's time zone."""
+    host, _, rest = owner.partition(":")
+    pid, _, start = rest.partition(":")
+    if host == owner_host() and pid.isdigit() and start != "?":
+        return _start_time(int(pid)) == start
+    if claimed_at_us is None:
+        return False
+    age = (time.time() if now is None else now) - claimed_at_us / 1e6
+    return age < lease_seconds
 
 
 def renewal_interval(lease_seconds: float) -> float | None:

@@ -12,6 +12,10 @@ Lifecycle of a batch (``status``):
 * ``staged`` — the batch's records are in the staging table; counts per partition are filled in.
 * ``committed`` — the target MERGE is done; counts and the target snapshot id are filled in.
 
+The claiming run writes each status as whole rows, validated like the claim from the snapshot since which it knows
+nobody else wrote them (``cdc.ledger_write``); a recovered batch, or a write that cannot be validated, is updated row
+by row (``run_id`` = this run's).
+
 The next incremental batch of a partition starts at the highest committed ``end_offset`` of incremental batches. A
 batch left ``claimed`` or ``staged`` by a run that died is taken over by the next run once its owner is known dead
 (same host: the process is gone) or its claim was last renewed more than ``batch.claim_timeout_minutes`` ago (a live
@@ -22,82 +26,23 @@ share a hostname must set it to something unique), else the machine's hostname.
 from __future__ import annotations
 
 import json
-import os
-import socket
 import threading
 import time
-from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+import uuid
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 from cdc.errors import ConcurrentRunError
+from cdc.lease import process_owner
+from cdc.ledger_state import LedgerRange, PendingBatch, TableState, oldest_pending, table_state
 from cdc.sql import lit
+
+if TYPE_CHECKING:
+    from cdc.ledger_write import Held
 
 T = TypeVar("T")
 _CONFLICT_MARKERS = ("ValidationException", "CommitFailedException", "CommitStateUnknownException",
                      "Found conflicting files", "AlreadyExistsException")
-
-
-@dataclass(frozen=True)
-class LedgerRange:
-    topic: str
-    partition: int
-    start: int
-    end: int
-    events_read: int = 0
-    events_skipped: int = 0
-    dead_letters: int = 0
-    max_position: tuple[int, ...] | None = None
-    server_ids: tuple[str, ...] | None = None  # the server ids of the partition's changes (cdc.regression)
-
-
-@dataclass(frozen=True)
-class PendingBatch:
-    batch_id: int
-    mode: str
-    status: str  # claimed | staged
-    ranges: tuple[LedgerRange, ...]
-    run_id: str
-    owner: str
-    claimed_at_us: int | None  # epoch microseconds (zone-free: read with unix_micros, never as a local datetime)
-
-    @property
-    def claimed_at(self) -> str:
-        """The claim's time for messages, in UTC."""
-        if self.claimed_at_us is None:
-            return "never"
-        return datetime.fromtimestamp(self.claimed_at_us / 1e6, tz=timezone.utc).isoformat(timespec="seconds")
-
-
-def owner_host() -> str:
-    return os.environ.get("CDC_OWNER_HOST") or socket.gethostname()
-
-
-def process_owner() -> str:
-    """``host:pid:start`` of this process (start time makes PID reuse harmless)."""
-    return f"{owner_host()}:{os.getpid()}:{_start_time(os.getpid())}"
-
-
-def _start_time(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return "?"
-
-
-def owner_alive(owner: str, claimed_at_us: int | None, lease_seconds: float, now: float | None = None) -> bool:
-    """Is the run that owns a pending batch still running? Same host: ask the OS; else trust the lease.
-
-    ``claimed_at_us`` is epoch microseconds, so the age does not depend on any process's time zone."""
-    host, _, rest = owner.partition(":")
-    pid, _, start = rest.partition(":")
-    if host == owner_host() and pid.isdigit() and start != "?":
-        return _start_time(int(pid)) == start
-    if claimed_at_us is None:
-        return False
-    age = (time.time() if now is None else now) - claimed_at_us / 1e6
-    return age < lease_seconds
 
 
 def is_commit_conflict(exc: BaseException) -> bool:
@@ -166,7 +111,7 @@ class Ledger:
     def pending(self, table: str) -> PendingBatch | None:
         """The oldest batch that is claimed or staged but not committed."""
         self._fresh()
-        return _pending([r.asDict() for r in self.spark.sql(
+        return oldest_pending([r.asDict() for r in self.spark.sql(
             f"SELECT *, unix_micros(claimed_at) AS claimed_at_us FROM {self.name} WHERE {self._where(table)} "
             "AND status IN ('claimed', 'staged')").collect()])
 
@@ -242,10 +187,10 @@ class Ledger:
     def _append_claim(self, table: str, batch_id: int, mode: str, ranges: Sequence[LedgerRange], run_id: str,
                       seen: int | None) -> None:
         """Write this run's claim rows for ``batch_id`` unless another claim of it committed since ledger snapshot
-        ``seen`` (``cdc.ledger_claim``); a conflict is left to ``claim``, which reads who won."""
-        from cdc.ledger_claim import claim_rows_sql, write_claim
+        ``seen`` (``cdc.ledger_write``); a conflict is left to ``claim``, which reads who won."""
+        from cdc.ledger_write import claim_rows, rows_sql, write_claim
 
-        rows = claim_rows_sql(self.pipeline, table, batch_id, mode, ranges, run_id, process_owner())
+        rows = rows_sql(claim_rows(self.pipeline, table, batch_id, mode, ranges, run_id, process_owner()))
         try:
             with self._lock(table):
                 write_claim(self.spark, self.name, self.pipeline, table, batch_id, rows, seen)
@@ -257,11 +202,13 @@ class Ledger:
                      run_id: str) -> None:
         """Move the table's cursor to new offsets (``partition → (old cursor, new offset)``) with committed ``reset``
         rows (``cdc.ledger_model``); nothing is read or merged."""
-        values = ", ".join(
-            f"({lit(self.pipeline)}, {lit(table)}, {int(batch_id)}, 'reset', {lit(topic)}, {int(p)}, {int(old)}, "
-            f"{int(new)}, 'committed', 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, current_timestamp(), {lit(run_id)}, "
-            f"{lit(process_owner())}, current_timestamp(), NULL, NULL)" for p, (old, new) in sorted(moves.items()))
-        self._write("cursor reset", table, f"INSERT INTO {self.name} VALUES {values}")
+        from cdc.ledger_write import claim_rows, rows_sql
+
+        zero = dict.fromkeys(("events_read", "events_skipped", "dead_letters", "inserted", "updated", "deleted"), "0L")
+        rows = [{**row, "status": "'committed'", **zero, "committed_at": "current_timestamp()"} for row in claim_rows(
+            self.pipeline, table, batch_id, "reset",
+            [LedgerRange(topic, p, old, new) for p, (old, new) in sorted(moves.items())], run_id, process_owner())]
+        self._write("cursor reset", table, f"INSERT INTO {self.name} {rows_sql(rows)}")
 
     def release(self, table: str, batch_id: int, run_id: str) -> None:
         """Withdraw this run's claim of a batch it has not staged (nothing else was written for it)."""
@@ -310,10 +257,21 @@ class Ledger:
                 "batch.claim_timeout_minutes?); this run stops. The table stays correct: the other run finishes it")
 
     def mark_staged(self, table: str, batch_id: int, run_id: str, ranges: Sequence[LedgerRange],
-                    barrier: tuple[int, ...] | None) -> None:
-        """Only this run's rows are updated (``run_id``); whether it still owns the batch is asked once, before the
-        commit (``mark_committed``): a run that lost its claim and merges anyway is fenced by the MERGE's
-        conditions, and a check here would only stop it earlier, for one more ledger read per batch."""
+                    barrier: tuple[int, ...] | None, held: "Held | None" = None) -> "Held | None":
+        """Record the staged batch's counts. ``held``: this run's claim of it (``cdc.ledger_write``): the rows are
+        written whole, validated from ``held.since``; returns what they now hold, for the commit (None: they were
+        updated row by row, and the commit will be too). Without ``held`` (a recovered batch) only this run's rows
+        are updated (``run_id``); whether it still owns the batch is asked once, before the commit: a run that lost
+        its claim and merges anyway is fenced by the MERGE's conditions."""
+        from cdc.ledger_write import held_rows
+
+        if held is not None:
+            now = replace(held, ranges=tuple(ranges), barrier=barrier, staged_at_us=time.time_ns() // 1000)
+            written, since = self._rewrite(table, run_id, now, held_rows(self.pipeline, table, now, run_id,
+                                                                         process_owner()))
+            if written:
+                return None if since is None else replace(now, since=since)
+
         def per_partition(field: str) -> str:
             cases = " ".join(f"WHEN {int(r.partition)} THEN {int(getattr(r, field))}" for r in ranges)
             return f"{field} = CASE `partition` {cases} ELSE 0 END"
@@ -330,78 +288,42 @@ class Ledger:
                 "staged_at = current_timestamp()"]
         self._write("update", table, f"UPDATE {self.name} SET {', '.join(sets)} WHERE {self._where(table)} "
                                      f"AND batch_id = {int(batch_id)} AND run_id = {lit(run_id)}")
+        return None
 
     def mark_committed(self, table: str, batch_id: int, run_id: str, counts: dict[str, int], snapshot_id: int | None,
-                       phase_seconds: dict[str, float]) -> None:
+                       phase_seconds: dict[str, float], held: "Held | None" = None) -> None:
+        """Record the commit; ``held``: what the staged mark wrote (``mark_staged``), rewritten whole with it."""
+        from cdc.ledger_write import held_rows
+
+        sets = {"status": "'committed'", **{k: f"{int(counts.get(k, 0))}L" for k in ("inserted", "updated", "deleted")},
+                "target_snapshot_id": f"{int(snapshot_id)}L" if snapshot_id is not None else "CAST(NULL AS BIGINT)",
+                "phase_seconds": lit(json.dumps({k: round(v, 3) for k, v in phase_seconds.items()})),
+                "committed_at": "current_timestamp()"}
+        if held is not None and self._rewrite(table, run_id, held, held_rows(self.pipeline, table, held, run_id,
+                                                                              process_owner(), sets))[0]:
+            return
         self.still_owner(table, batch_id, run_id)
-        sets = [
-            "status = 'committed'",
-            *(f"{k} = {int(counts.get(k, 0))}" for k in ("inserted", "updated", "deleted")),
-            f"target_snapshot_id = {int(snapshot_id) if snapshot_id is not None else 'NULL'}",
-            f"phase_seconds = {lit(json.dumps({k: round(v, 3) for k, v in phase_seconds.items()}))}",
-            "committed_at = current_timestamp()",
-        ]
-        self._write("commit", table, f"UPDATE {self.name} SET {', '.join(sets)} WHERE {self._where(table)} "
-                                     f"AND batch_id = {int(batch_id)} AND run_id = {lit(run_id)}")
+        self._write("commit", table, f"UPDATE {self.name} SET {', '.join(f'{k} = {v}' for k, v in sets.items())} "
+                                     f"WHERE {self._where(table)} AND batch_id = {int(batch_id)} "
+                                     f"AND run_id = {lit(run_id)}")
 
+    def _rewrite(self, table: str, run_id: str, held: "Held", rows: list[dict[str, str]]) -> tuple[bool, int | None]:
+        """Write a held batch's ``rows`` whole, validated from ``held.since`` (``cdc.ledger_write``): whether they were
+        written, and the ledger snapshot that did (None: not found). Not written: the write could not be validated, or
+        it conflicted while the batch is still this run's (its own lease renewal, a compaction); the caller updates
+        the rows instead. A batch another run took over raises ``ConcurrentRunError``."""
+        from cdc.ledger_write import UNVALIDATABLE, overwrite_batch, rows_sql, snapshot_of_write
 
-@dataclass(frozen=True)
-class TableState:
-    """A table's ledger as one read saw it (``Ledger.state``)."""
-
-    pending: PendingBatch | None  # the oldest claimed or staged batch
-    run_ids: Mapping[int, frozenset[str]]  # pending batch id → the runs that hold rows of it
-    last_batch_id: int | None
-    cursor: dict[int, int]  # the topic's committed cursor (empty without a topic)
-    positions: dict[int, tuple[int, ...]]  # partition → newest committed source position (``max_position``)
-    servers: dict[int, frozenset[str]]  # partition → server ids committed (``server_ids``; absent: none recorded)
-    barriers: tuple[tuple[int, tuple[int, ...]], ...]  # (batch id, truncate barrier) of every row that has one
-    snapshot_id: int | None = None  # the ledger snapshot the read started from (None: none yet); a claim checks it
-
-    @property
-    def next_batch_id(self) -> int:
-        return 1 if self.last_batch_id is None else self.last_batch_id + 1
-
-    def owners(self, batch_id: int) -> set[str]:
-        return set(self.run_ids.get(batch_id, ()))
-
-    def barrier_before(self, batch_id: int) -> tuple[int, ...] | None:
-        """``Ledger.barrier``: the newest truncate barrier of earlier batches."""
-        found = [b for i, b in self.barriers if i < batch_id]
-        return max(found) if found else None
-
-
-def _pending(rows: Sequence[Mapping[str, Any]]) -> PendingBatch | None:
-    rows = sorted((r for r in rows if r["status"] in ("claimed", "staged")),
-                  key=lambda r: (r["batch_id"], r["topic"], r["partition"]))
-    if not rows:
-        return None
-    mine = [r for r in rows if r["batch_id"] == rows[0]["batch_id"]]
-    return PendingBatch(
-        batch_id=int(mine[0]["batch_id"]), mode=mine[0]["mode"], status=mine[0]["status"],
-        ranges=tuple(LedgerRange(r["topic"], r["partition"], r["start_offset"], r["end_offset"],
-                                 r["events_read"] or 0, r["events_skipped"] or 0, r["dead_letters"] or 0)
-                     for r in mine),
-        run_id=mine[0]["run_id"], owner=mine[0]["owner"] or "", claimed_at_us=mine[0]["claimed_at_us"])
-
-
-def table_state(rows: Sequence[Mapping[str, Any]], table: str, topic: str | None,
-                snapshot_id: int | None = None) -> TableState:
-    """``TableState`` from ledger rows (pure; ``Ledger.state`` selects the rows it needs)."""
-    from cdc.ledger_model import committed_cursor, known_servers, newest_positions
-
-    run_ids: dict[int, set[str]] = {}
-    for r in rows:
-        if r["status"] in ("claimed", "staged"):
-            run_ids.setdefault(int(r["batch_id"]), set()).add(r["run_id"])
-    mine = [{**r, "table_name": table} for r in rows if topic is not None and r["topic"] == topic]
-    committed = [r for r in mine if r["status"] == "committed" and r["mode"] == "incremental"]
-    return TableState(
-        pending=_pending(rows), run_ids={b: frozenset(s) for b, s in run_ids.items()},
-        last_batch_id=max((int(r["batch_id"]) for r in rows), default=None),
-        cursor=committed_cursor(mine, table).get(topic, {}) if topic is not None else {},
-        positions=newest_positions(r for r in committed if r["max_position"] is not None),
-        servers=known_servers(committed),
-        barriers=tuple(sorted((int(r["batch_id"]), tuple(json.loads(r["truncate_barrier"]))) for r in rows
-                              if r["truncate_barrier"])),
-        snapshot_id=snapshot_id)
+        write_id = uuid.uuid4().hex
+        try:
+            with self._lock(table):
+                overwrite_batch(self.spark, self.name, self.pipeline, table, held.batch_id, rows_sql(rows),
+                                held.since, write_id)
+        except Exception as exc:
+            if any(m in str(exc) for m in UNVALIDATABLE):
+                return False, None
+            if not is_commit_conflict(exc):
+                raise
+            self.still_owner(table, held.batch_id, run_id)
+            return False, None
+        return True, snapshot_of_write(self.spark, self.name, write_id)

@@ -21,8 +21,9 @@ from cdc.kafka.plan import Bounds, PartitionRange, cap_ranges, plan_backfill, pl
     split_chunks
 from cdc.kafka.offsets import is_compacted
 from cdc.kafka.read import ReadSpec
-from cdc.lease import LeaseKeeper, renewal_interval
-from cdc.ledger import Ledger, LedgerRange, PendingBatch, TableState, owner_alive, process_owner
+from cdc.lease import LeaseKeeper, owner_alive, process_owner, renewal_interval
+from cdc.ledger import Ledger, LedgerRange, PendingBatch, TableState
+from cdc.ledger_write import Held
 from cdc.outcome import TableResult, phase, unwrap_task_error
 from cdc.ordering import Ordering, from_columns, resolve
 from cdc.stage import (BatchStats, PartitionCounts, batch_stats, check_dead_letter_ratio, record_dead_letters,
@@ -88,6 +89,7 @@ class TableRun:
         self.peers = False  # a raised ordering_epoch meets a table that committed nothing (cdc.regression)
         self.planned: TableState | None = None  # the ledger as the incremental plan read it (next batch id)
         self.claimed: TableState | None = None  # the ledger as the claim check read it (truncate barriers)
+        self.held: Held | None = None  # this run's claim as the ledger holds it (None: recovered, or updated in place)
 
     def incremental(self, dry_run: bool) -> TableResult:
         result = TableResult(self.t.target, self.t.topic)
@@ -184,6 +186,9 @@ class TableRun:
                               [LedgerRange(self.t.topic, r.partition, r.start, r.end) for r in ranges], self.run_id,
                               topic=self.t.topic, cursor=self.cursor if mode == "incremental" else None,
                               seen=planned.snapshot_id)
+            self.held = None if self.claimed.snapshot_id is None else Held(
+                batch_id, mode, tuple(LedgerRange(self.t.topic, r.partition, r.start, r.end) for r in ranges),
+                since=self.claimed.snapshot_id)  # the staged and committed marks rewrite the rows from there
         checkpoint("after_claim")
         try:
             with self.lease(batch_id):
@@ -236,10 +241,10 @@ class TableRun:
         checkpoint("after_stage")
         with phase(result, "ledger"):
             zero = PartitionCounts(0, 0, 0, 0)
-            self.ledger.mark_staged(self.t.target, batch_id, self.run_id, [
+            self.held = self.ledger.mark_staged(self.t.target, batch_id, self.run_id, [
                 LedgerRange(self.t.topic, r.partition, r.start, r.end, c.events_read, c.events_skipped,
                             c.dead_letters, c.max_position, c.servers)
-                for r in ranges for c in [counts.get(r.partition, zero)]], stats.truncate)
+                for r in ranges for c in [counts.get(r.partition, zero)]], stats.truncate, held=self.held)
         checkpoint("after_staged")
         result.events_read = sum(c.events_read for c in counts.values())
         result.events_skipped = sum(c.events_skipped for c in counts.values())
@@ -277,8 +282,9 @@ class TableRun:
         checkpoint("before_commit")
         with phase(result, "commit"):
             counts = {"inserted": applied.inserted, "updated": applied.updated, "deleted": applied.deleted}
+            held, self.held = self.held, None
             self.ledger.mark_committed(self.t.target, batch_id, self.run_id, counts, applied.snapshot_id,
-                                       result.seconds)
+                                       result.seconds, held=held)
         checkpoint("after_commit")
         result.inserted += applied.inserted
         result.updated += applied.updated

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -127,18 +127,7 @@ def batch_stats(spark: Any, staging: str, batch_id: int, ordering: Sequence[str]
         f"{moves}{lowest} AS lo, {servers} AS sv "
         f"FROM {staging} WHERE batch_id = {int(batch_id)} GROUP BY __partition"
     ).collect()
-    truncates = [tuple(int(v) for v in r["t"]) for r in rows if r["t"] is not None]
-    return BatchStats(
-        partitions={int(r["p"]): PartitionCounts(int(r["p"]), int(r["n"]), int(r["s"]), int(r["e"]),
-                                                 tuple(int(v) for v in r["m"]) if r["m"] is not None else None,
-                                                 tuple(None if v is None else int(v) for v in r["lo"]),
-                                                 tuple(sorted(r["sv"])) if r["m"] is not None and r["sv"] is not None
-                                                 else None)
-                    for r in rows},
-        toast_columns=tuple(sorted({c for r in rows for c in (r["u"] or [])})),
-        truncate=max(truncates) if truncates else None,
-        moves=(sum(r["mo"] for r in rows), sum(r["md"] for r in rows)) if headers else None,
-    )
+    return _assemble([r.asDict() for r in rows], headers)
 
 
 def arrow_batch_stats(batches: Sequence[pa.RecordBatch], ordering: Sequence[str], have: set[str]) -> BatchStats:
@@ -178,17 +167,24 @@ def arrow_batch_stats(batches: Sequence[pa.RecordBatch], ordering: Sequence[str]
             a["sv"].add(server[i])
         a["mo"] += old_key[i] is not None
         a["md"] += new_key[i] is not None and op[i] == "d"
-    truncates = [tuple(int(v) for v in a["t"]) for a in acc.values() if a["t"] is not None]
-    headers = {OLD_KEY, NEW_KEY} <= have
+    return _assemble([{**a, "p": p, "sv": a["sv"] if SERVER_ID in have else None} for p, a in acc.items()],
+                     {OLD_KEY, NEW_KEY} <= have)
+
+
+def _assemble(groups: Sequence[Mapping[str, Any]], headers: bool) -> BatchStats:
+    """``BatchStats`` from a batch's aggregates per partition, named as ``batch_stats``' query names them (``sv``:
+    None when the staging table has no server ids; ``mo``, ``md``: only with ``headers``)."""
+    truncates = [tuple(int(v) for v in g["t"]) for g in groups if g["t"] is not None]
     return BatchStats(
-        partitions={p: PartitionCounts(p, a["n"], a["s"], a["e"],
-                                       tuple(int(v) for v in a["m"]) if a["m"] is not None else None,
-                                       tuple(a["lo"]),
-                                       tuple(sorted(a["sv"])) if a["m"] is not None and SERVER_ID in have else None)
-                    for p, a in acc.items()},
-        toast_columns=tuple(sorted({c for a in acc.values() for c in a["u"]})),
+        partitions={int(g["p"]): PartitionCounts(int(g["p"]), int(g["n"]), int(g["s"]), int(g["e"]),
+                                                 tuple(int(v) for v in g["m"]) if g["m"] is not None else None,
+                                                 tuple(None if v is None else int(v) for v in g["lo"]),
+                                                 tuple(sorted(g["sv"])) if g["m"] is not None and g["sv"] is not None
+                                                 else None)
+                    for g in groups},
+        toast_columns=tuple(sorted({c for g in groups for c in (g["u"] or [])})),
         truncate=max(truncates) if truncates else None,
-        moves=(sum(a["mo"] for a in acc.values()), sum(a["md"] for a in acc.values())) if headers else None,
+        moves=(sum(g["mo"] for g in groups), sum(g["md"] for g in groups)) if headers else None,
     )
 
 

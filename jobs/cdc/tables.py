@@ -148,7 +148,7 @@ def ensure_meta_tables(spark: Any, cfg: PipelineConfig) -> None:
     cow = {f"write.{op}.mode": "copy-on-write" for op in ("delete", "update", "merge")}
     iso = {f"write.{op}.isolation-level": "serializable" for op in ("delete", "update", "merge")}
     spark.sql(f"CREATE TABLE IF NOT EXISTS {n}.ledger ({LEDGER_DDL}) USING iceberg PARTITIONED BY (table_name) "
-              f"TBLPROPERTIES ({props_sql({**cow, **iso, **LEDGER_RETRIES})})")
+              f"TBLPROPERTIES ({props_sql({**cow, **iso, **LEDGER_SETTINGS})})")
     spark.sql(f"CREATE TABLE IF NOT EXISTS {n}.dead_letters ({DEAD_LETTERS_DDL}) USING iceberg "
               f"TBLPROPERTIES ({props_sql()})")
     have = {f.name for f in spark.table(f"{n}.ledger").schema.fields}
@@ -156,7 +156,7 @@ def ensure_meta_tables(spark: Any, cfg: PipelineConfig) -> None:
         if name not in have:
             spark.sql(f"ALTER TABLE {n}.ledger ADD COLUMN {q(name)} {sql_type}")
     props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {n}.ledger").collect()}
-    missing = {k: v for k, v in LEDGER_RETRIES.items() if k not in props}
+    missing = {k: v for k, v in LEDGER_SETTINGS.items() if k not in props}
     if missing:  # a ledger created by an older version
         pairs = ", ".join(f"{lit(k)}={lit(v)}" for k, v in missing.items())
         spark.sql(f"ALTER TABLE {n}.ledger SET TBLPROPERTIES ({pairs})")
@@ -174,14 +174,16 @@ def meta_tables_current(spark: Any, namespace: str) -> bool:
         load(spark._jsparkSession, f"{namespace}.dead_letters")
         have = {c.name() for c in ledger.schema().columns()}
         props = ledger.properties()
-        return all(name in have for name, _ in LEDGER_COLUMNS) and all(k in props for k in LEDGER_RETRIES)
+        return all(name in have for name, _ in LEDGER_COLUMNS) and all(k in props for k in LEDGER_SETTINGS)
     except Exception:  # noqa: BLE001 - missing (NoSuchTableException) or unreadable: the statements decide
         return False
 
 
 # The tables of one job (cdc.group) commit to the ledger at once: each commit's metadata swap may have to retry a few
-# times behind the others' (they touch different partitions, so the retry always succeeds).
-LEDGER_RETRIES = {"commit.retry.num-retries": "10"}
+# times behind the others' (they touch different partitions, so the retry always succeeds). A batch's rows are
+# rewritten by an overwrite that must see from a file's bounds that all its rows are the batch's (cdc.ledger_write):
+# the pipeline name's bounds are kept whole (by default strings are cut to 16 characters).
+LEDGER_SETTINGS = {"commit.retry.num-retries": "10", "write.metadata.metrics.column.pipeline": "full"}
 
 
 def ensure_staging(spark: Any, name: str, columns: Sequence[Column]) -> None:

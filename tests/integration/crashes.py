@@ -58,7 +58,7 @@ def _owner_dead_once() -> None:
     import os
 
     import cdc.run
-    from cdc.ledger import owner_host
+    from cdc.lease import owner_host
 
     original = getattr(cdc.run.owner_alive, "original", cdc.run.owner_alive)
     mine = f"{owner_host()}:{os.getpid()}:"

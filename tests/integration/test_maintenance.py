@@ -112,7 +112,7 @@ def test_a_claim_still_lands_when_a_compacted_file_mixes_a_renamed_pipeline_s_ro
     """A pipeline renamed to a new name starts its batch ids at 1 again. Once maintenance has rewritten the ledger,
     one file holds both pipelines' rows of the table, and the claim's overwrite cannot delete just its batch's rows
     from it ("Cannot delete file where some, but not all, rows match filter"). The claim then falls back to the
-    MERGE (``cdc.ledger_claim``) instead of refusing every run."""
+    MERGE (``cdc.ledger_write``) instead of refusing every run."""
     from cdc.ledger import Ledger, LedgerRange
 
     p = make_pipe()

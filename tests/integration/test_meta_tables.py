@@ -7,7 +7,7 @@ import pytest
 
 from cdc.config import parse_config
 from cdc.ledger_model import LEDGER_COLUMNS
-from cdc.tables import LEDGER_RETRIES, ensure_meta_tables, meta_tables_current
+from cdc.tables import LEDGER_SETTINGS, ensure_meta_tables, meta_tables_current
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +45,7 @@ def test_a_ledger_of_an_older_version_is_not_current_until_it_is_upgraded(spark,
     have = {f.name for f in spark.table("lake.meta_old.ledger").schema.fields}
     assert {"max_position", "server_ids"} <= have
     props = {r["key"]: r["value"] for r in spark.sql("SHOW TBLPROPERTIES lake.meta_old.ledger").collect()}
-    assert all(props.get(k) == v for k, v in LEDGER_RETRIES.items())
+    assert all(props.get(k) == v for k, v in LEDGER_SETTINGS.items())
     assert spark.sql("SELECT count(*) FROM lake.meta_old.ledger").first()[0] == 1  # its rows are kept
     spark.sql("ALTER TABLE lake.meta_old.ledger UNSET TBLPROPERTIES ('commit.retry.num-retries')")
     assert not meta_tables_current(spark, "lake.meta_old")  # a missing setting alone is enough

@@ -1,0 +1,127 @@
+"""The ledger's staged and committed marks as whole-row rewrites (``cdc.ledger_write``) on real Spark + Iceberg: they
+write exactly the rows the row-level UPDATEs write, they refuse a batch another run took over, and they still land
+after the run's own lease renewal."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from cdc.errors import ConcurrentRunError
+from cdc.ledger import Ledger, LedgerRange
+from cdc.ledger_write import WRITE_ID, Held
+from tests.integration.events import pg
+
+pytestmark = pytest.mark.integration
+
+LONG = "a-pipeline-named-longer-than-sixteen-characters"  # string bounds are cut at 16 unless kept whole
+
+
+def ledger_of(make_pipe):
+    p = make_pipe()
+    p.send(pg("c", 1, {"id": 1, "name": "n1", "bio": None}, 1))
+    p.run(dry_run=True)  # creates the metadata tables
+    return p, f"lake.{p.cfg.metadata_namespace}.ledger"
+
+
+def claim(led: Ledger, table: str, topic: str, run_id: str) -> Held:
+    state = led.state(table, None)
+    ranges = (LedgerRange(topic, 0, 0, 10), LedgerRange(topic, 1, 5, 5))
+    claimed = led.claim(table, state.next_batch_id, "incremental", ranges, run_id, seen=state.snapshot_id)
+    return Held(state.next_batch_id, "incremental", ranges, since=claimed.snapshot_id)
+
+
+def staged_ranges(topic: str) -> list[LedgerRange]:
+    return [LedgerRange(topic, 0, 0, 10, 9, 1, 0, (7, 3), ("1",)), LedgerRange(topic, 1, 5, 5)]
+
+
+def rows(spark, ledger: str, pipeline: str, table: str) -> dict[int, list[dict]]:
+    spark.catalog.refreshTable(ledger)
+    out: dict[int, list[dict]] = {}
+    for r in spark.sql(f"SELECT * FROM {ledger} WHERE pipeline = '{pipeline}' AND table_name = '{table}' "
+                       "ORDER BY batch_id, `partition`").collect():
+        out.setdefault(r["batch_id"], []).append(r.asDict())
+    return out
+
+
+def rewrites(spark, ledger: str) -> int:
+    """Ledger snapshots a rewrite committed (the UPDATE fallback leaves no ``cdc.ledger-write``)."""
+    spark.catalog.refreshTable(ledger)
+    return spark.sql(f"SELECT count(*) FROM {ledger}.snapshots WHERE summary['{WRITE_ID}'] IS NOT NULL").first()[0]
+
+
+def test_the_rewrites_write_the_rows_the_updates_write(make_pipe):
+    """Batch 1 is marked by rewrites, batch 2 by the UPDATEs, from the same inputs: every column but the batch id,
+    the run and the times must be equal. The pipeline name is longer than 16 characters: without its whole bounds
+    (``LEDGER_SETTINGS``) the rewrite could not tell the claim's file holds only the batch's rows and would fall back
+    to the UPDATE."""
+    p, ledger = ledger_of(make_pipe)
+    led, table = Ledger(p.spark, ledger, LONG), p.table.target
+    before = rewrites(p.spark, ledger)
+    held = claim(led, table, p.topic, "run-1")
+    held = led.mark_staged(table, 1, "run-1", staged_ranges(p.topic), (4, 2), held=held)
+    assert held is not None and held.staged_at_us is not None
+    led.mark_committed(table, 1, "run-1", {"inserted": 3, "updated": 2, "deleted": 1}, 77, {"merge": 1.5}, held=held)
+    assert rewrites(p.spark, ledger) == before + 2
+
+    claim(led, table, p.topic, "run-2")
+    assert led.mark_staged(table, 2, "run-2", staged_ranges(p.topic), (4, 2)) is None
+    led.mark_committed(table, 2, "run-2", {"inserted": 3, "updated": 2, "deleted": 1}, 77, {"merge": 1.5})
+    assert rewrites(p.spark, ledger) == before + 2
+
+    found = rows(p.spark, ledger, LONG, table)
+    varying = ("batch_id", "run_id", "claimed_at", "staged_at", "committed_at")
+    assert [{k: v for k, v in r.items() if k not in varying} for r in found[1]] == \
+           [{k: v for k, v in r.items() if k not in varying} for r in found[2]]
+    assert [r["status"] for r in found[1]] == ["committed", "committed"]
+    assert all(r["staged_at"] is not None and r["committed_at"] is not None for r in found[1])
+    assert led.state(table, p.topic).cursor == {0: 10, 1: 5}
+
+
+def test_a_run_s_ingestion_rewrites_its_marks(make_pipe):
+    """A real run takes the rewrite path for both marks (the fast path stays in use)."""
+    p, ledger = ledger_of(make_pipe)
+    before = rewrites(p.spark, ledger)
+    assert p.run()["status"] == "committed"
+    assert rewrites(p.spark, ledger) == before + 2
+
+
+@pytest.mark.parametrize("mark", ["staged", "committed"])
+def test_a_mark_refuses_a_batch_another_run_took_over(make_pipe, mark):
+    """Another run takes the batch over before the mark: the mark raises, and the other run's rows stay as they
+    are (a rewrite that was not validated would put this run's back)."""
+    p, ledger = ledger_of(make_pipe)
+    led, table = Ledger(p.spark, ledger, p.cfg.pipeline), p.table.target
+    held = claim(led, table, p.topic, "run-a")
+    if mark == "committed":
+        held = led.mark_staged(table, 1, "run-a", staged_ranges(p.topic), None, held=held)
+        assert held is not None
+    other = Ledger(p.spark.newSession(), ledger, p.cfg.pipeline)  # its own catalog cache
+    other.take_over(table, other.state(table, None).pending, "run-b")
+    expected = rows(p.spark, ledger, p.cfg.pipeline, table)
+    with pytest.raises(ConcurrentRunError, match="taken over by another run"):
+        if mark == "staged":
+            led.mark_staged(table, 1, "run-a", staged_ranges(p.topic), None, held=held)
+        else:
+            led.mark_committed(table, 1, "run-a", {}, None, {}, held=held)
+    assert rows(p.spark, ledger, p.cfg.pipeline, table) == expected
+    assert {r["run_id"] for r in expected[1]} == {"run-b"}
+
+
+def test_marks_land_after_the_run_s_own_lease_renewal(make_pipe):
+    """The run's own renewal commits to the batch's rows after ``since``: the rewrite conflicts, the batch is still
+    the run's, and the mark is written as the UPDATE instead."""
+    p, ledger = ledger_of(make_pipe)
+    led, table = Ledger(p.spark, ledger, p.cfg.pipeline), p.table.target
+    held = claim(led, table, p.topic, "run-a")
+    led.renew(table, 1, "run-a")
+    assert led.mark_staged(table, 1, "run-a", staged_ranges(p.topic), None, held=held) is None
+    held = led.mark_staged(table, 1, "run-a", staged_ranges(p.topic), None,
+                           held=replace(held, since=led.state(table, None).snapshot_id))
+    assert held is not None  # from a snapshot after the renewal, the rewrite lands
+    led.renew(table, 1, "run-a")
+    led.mark_committed(table, 1, "run-a", {"inserted": 9}, None, {}, held=held)
+    found = rows(p.spark, ledger, p.cfg.pipeline, table)[1]
+    assert [(r["status"], r["run_id"], r["events_read"], r["inserted"]) for r in found] == [
+        ("committed", "run-a", 9, 9), ("committed", "run-a", 0, 9)]
