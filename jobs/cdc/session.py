@@ -21,6 +21,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -149,18 +150,28 @@ def package_dir() -> str | None:
 
 # Modules a job first imports half-way through a batch, 0.1-0.2 s each on this machine: pandas (pyarrow checks every
 # Python list it converts against it), distutils (Spark's Arrow type mapping), polars_avro (the Avro decoder), the
-# registry and admin clients. ``preload_modules`` imports them on a thread while the JVM starts, a second of which the
-# driver only waits (a 100-event batch: about 0.5 s of its critical path, issue 16).
+# registry and admin clients. ``preload_modules`` imports them on a thread while the JVM creates the SparkContext, a
+# time the driver only waits (a 100-event batch: about 0.5 s of its critical path, issue 16).
 JOB_MODULES = ("pandas", "distutils.version", "polars_avro", "confluent_kafka.schema_registry",
                "confluent_kafka.admin", "pyarrow.compute")
 
 
-def preload_modules(names: Sequence[str] = JOB_MODULES) -> threading.Thread:
-    """Import ``names`` on a daemon thread (started before ``build_session``); one that fails to import is left to
-    the code that needs it, which reports it."""
+def preload_modules(names: Sequence[str] = JOB_MODULES, wait_seconds: float = 300.0) -> threading.Thread:
+    """Import ``names`` on a daemon thread (started before ``build_session``) once PySpark's JVM gateway is up; one
+    that fails to import is left to the code that needs it, which reports it.
+
+    Not before: PySpark starts the JVM with a ``preexec_fn``, and a fork while another thread imports can leave the
+    forking thread waiting for a lock the importing one holds (it did: the job hung before its JVM existed)."""
     import importlib
 
+    from pyspark import SparkContext
+
     def load() -> None:
+        deadline = time.monotonic() + wait_seconds
+        while SparkContext._gateway is None:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.02)
         for name in names:
             try:
                 importlib.import_module(name)

@@ -145,17 +145,19 @@ def test_python_workers_use_this_interpreter_only_locally() -> None:
     assert python_env("spark://h:7077", "/venv/bin/python") == {} == python_env("yarn", "/venv/bin/python")
 
 
-def test_preloaded_modules_are_imported_on_a_thread_and_a_missing_one_is_left_alone() -> None:
-    """In a fresh interpreter: the job's modules are imported by the thread (not before it ran), and a module that
+def test_preloaded_modules_wait_for_the_jvm_gateway_then_are_imported() -> None:
+    """In a fresh interpreter: nothing is imported before PySpark's gateway exists (PySpark forks the JVM with a
+    ``preexec_fn``, and a fork during another thread's import hung the job), then every module is, and a module that
     does not exist does not stop the others."""
     import subprocess
     import sys
 
-    code = ("import sys; from cdc.session import JOB_MODULES, preload_modules; "
-            "before = [m for m in JOB_MODULES if m in sys.modules]; "
-            "preload_modules(('no_such_module_xyz', *JOB_MODULES)).join(60); "
-            "print(before, [m for m in JOB_MODULES if m not in sys.modules])")
+    code = ("import sys, time; from pyspark import SparkContext; from cdc.session import JOB_MODULES, preload_modules; "
+            "t = preload_modules(('no_such_module_xyz', *JOB_MODULES)); time.sleep(1.0); "
+            "early = [m for m in JOB_MODULES if m in sys.modules]; "
+            "SparkContext._gateway = object(); t.join(60); "
+            "print(early, [m for m in JOB_MODULES if m not in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    before, missing = out.stdout.strip().rsplit("] [", 1)
-    assert "pandas" not in before and missing == "]", out.stdout
+    early, missing = out.stdout.strip().rsplit("] [", 1)
+    assert "pandas" not in early and "polars_avro" not in early and missing == "]", out.stdout
