@@ -82,7 +82,7 @@ def oldest_pending(rows: Sequence[Mapping[str, Any]]) -> PendingBatch | None:
 
 def table_state(rows: Sequence[Mapping[str, Any]], table: str, topic: str | None,
                 snapshot_id: int | None = None) -> TableState:
-    """``TableState`` from ledger rows (pure; ``Ledger.state`` selects the rows it needs)."""
+    """``TableState`` from the table's ledger rows (pure; ``Ledger.state`` reads them all)."""
     from cdc.ledger_model import committed_cursor, known_servers, newest_positions
 
     run_ids: dict[int, set[str]] = {}
