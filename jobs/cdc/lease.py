@@ -5,7 +5,8 @@ owner is alive by asking the OS; a run on another host cannot, and treats the cl
 older than ``batch.claim_timeout_minutes`` (the lease). While a run works on a batch, ``LeaseKeeper`` renews
 ``claimed_at`` from a daemon thread every third of the lease, so only a run that has stopped renewing (it died, or
 its host did) loses its batch, one lease after its last renewal. A renewal that fails is retried at the next tick; a
-run whose batch was taken over anyway stops before it commits (``Ledger.still_owner``, asked by ``mark_committed``).
+run whose batch was taken over anyway stops before it commits (its validated ``staged``/``committed`` write fails on
+the take-over, ``cdc.ledger_write``; or ``Ledger.still_owner``, asked before a row-level commit).
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ class LeaseKeeper:
             try:
                 self.renew()
                 self.renewals += 1
-            except Exception as exc:  # keep working: the next tick retries; a lost batch is caught by still_owner
+            except Exception as exc:  # keep working: the next tick retries; a lost batch fails its next ledger mark
                 self.failures += 1
                 print(f"WARNING {self.label}: lease renewal failed ({one_line(exc, 300)}); retrying in "
                       f"{self.interval:g} s", file=sys.stderr, flush=True)
