@@ -82,7 +82,7 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
     spec = prepare_moves(spark, spec, row_columns, stats.moves)  # PK moves: headers, images (cdc.pk_moves)
     changes = moved_toast_sql(spec, fill_moved_sql(spec, changes_sql(spec)))
     classified = spark.sql(classify_sql(spec, newest_sql(spec, changes))).localCheckpoint()
-    actions = {r["__action"]: int(r["count"]) for r in classified.groupBy("__action").count().collect()}
+    actions = action_counts(classified, stats.events_read <= filters.driver_read_max_records)
     checkpoint("after_classify")  # a writer that stalls here and merges late is fenced by the MERGE conditions
     view = f"cdc_classified_{uuid.uuid4().hex[:12]}"
     classified.createOrReplaceTempView(view)
@@ -103,6 +103,16 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
         deleted=actions.get("delete", 0) + truncated, skipped=actions.get("skip", 0), truncated=truncated,
         snapshot_id=snapshot_id(spark, names.target), barrier=own,
     )
+
+
+def action_counts(classified: Any, few: bool) -> dict[str, int]:
+    """Rows per ``__action`` of the classified batch. ``few`` (a batch the driver could read): its action column is
+    collected and counted here, one Spark job instead of an aggregation's two (a shuffle)."""
+    if few:
+        from collections import Counter
+
+        return dict(Counter(r[0] for r in classified.select("__action").collect()))
+    return {r["__action"]: int(r["count"]) for r in classified.groupBy("__action").count().collect()}
 
 
 def apply_mode(spark: Any, names: TableNames, batch_id: int, row_columns: Sequence[Column], key: Sequence[str],

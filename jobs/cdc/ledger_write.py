@@ -2,7 +2,7 @@
 rows that Iceberg validates as serializable from a ledger snapshot (``isolation-level``, ``validate-from-snapshot-id``):
 data or deletes that may hold rows of the batch, committed since that snapshot, fail the commit
 (``ValidationException``, which the ledger reads as a conflict and answers by reading who owns the batch). One write,
-two Spark jobs, always the same (already warm) write path.
+one Spark job, always the same (already warm) write path.
 
 * **The claim** (``claim_rows``): of those rows there are none. The validation starts at the snapshot the batch id
   was chosen from (``TableState.snapshot_id``): of two runs claiming one batch id, the second to commit gets a
@@ -108,7 +108,10 @@ def overwrite_batch(spark: Any, ledger: str, pipeline: str, table: str, batch_id
     Iceberg raises: a conflict, or one of ``UNVALIDATABLE``."""
     from pyspark.sql import functions as F
 
-    writer = spark.sql(rows).writeTo(ledger).option("isolation-level", "serializable")
+    # One task writes the few rows, all of one table_name partition: one file and one Spark job (Iceberg would
+    # otherwise shuffle them by partition first: two jobs, and a file per task)
+    writer = spark.sql(rows).coalesce(1).writeTo(ledger).option("isolation-level", "serializable") \
+        .option("distribution-mode", "none")
     if since is not None:
         writer = writer.option("validate-from-snapshot-id", str(int(since)))
     if write_id is not None:
