@@ -163,7 +163,8 @@ class Ledger:
         owners = state.owners(batch_id)
         if owners != {run_id}:
             # Another run's claim won (ours conflicted or found it). Should both rows ever be there (a run of an older
-            # version racing this one), whoever sees another owner withdraws its row.
+            # version racing this one, or a cursor reset or bootstrap that appended a row under this id), whoever
+            # sees another owner withdraws its row: the marks rewrite every row of the batch id (cdc.ledger_write).
             self.release(table, batch_id, run_id)
             raise ConcurrentRunError(
                 f"table {table}: batch {batch_id} is being processed by another run "

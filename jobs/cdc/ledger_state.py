@@ -45,7 +45,9 @@ class TableState:
     """A table's ledger as one read saw it (``Ledger.state``)."""
 
     pending: PendingBatch | None  # the oldest claimed or staged batch
-    run_ids: Mapping[int, frozenset[str]]  # pending batch id → the runs that hold rows of it
+    # batch id → the runs that hold rows of it, whatever their status: a claim is the batch's only writer only if
+    # no other run's row has its id (a cursor reset or a bootstrap appends a committed row under the next id)
+    run_ids: Mapping[int, frozenset[str]]
     last_batch_id: int | None
     cursor: dict[int, int]  # the topic's committed cursor (empty without a topic)
     positions: dict[int, tuple[int, ...]]  # partition → newest committed source position (``max_position``)
@@ -87,8 +89,7 @@ def table_state(rows: Sequence[Mapping[str, Any]], table: str, topic: str | None
 
     run_ids: dict[int, set[str]] = {}
     for r in rows:
-        if r["status"] in ("claimed", "staged"):
-            run_ids.setdefault(int(r["batch_id"]), set()).add(r["run_id"])
+        run_ids.setdefault(int(r["batch_id"]), set()).add(r["run_id"])
     mine = [{**r, "table_name": table} for r in rows if topic is not None and r["topic"] == topic]
     committed = [r for r in mine if r["status"] == "committed" and r["mode"] == "incremental"]
     return TableState(

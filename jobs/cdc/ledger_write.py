@@ -74,13 +74,15 @@ def held_rows(pipeline: str, table: str, held: Held, run_id: str, owner: str,
               committed: Mapping[str, str] | None = None) -> list[dict[str, str]]:
     """A held batch's rows once staged (its ranges' counts, barrier and ``staged_at_us``), and once committed when
     ``committed`` gives the commit's columns as SQL; pure."""
-    def json_or_null(v: Sequence[Any] | None) -> str:
+    def json_or_null(v: Sequence[Any] | None) -> str:  # as the UPDATE writes them: an empty list stays a list
         return "CAST(NULL AS STRING)" if v is None else lit(json.dumps(list(v)))
 
-    at = f"timestamp_micros({int(held.staged_at_us or 0)})"
+    if held.staged_at_us is None:
+        raise ValueError(f"batch {held.batch_id}: its rows are rewritten only once it is staged")
+    at = f"timestamp_micros({int(held.staged_at_us)})"
     return [{**claimed, "status": "'staged'", "events_read": f"{int(r.events_read)}L",
              "events_skipped": f"{int(r.events_skipped)}L", "dead_letters": f"{int(r.dead_letters)}L",
-             "truncate_barrier": json_or_null(held.barrier), "max_position": json_or_null(r.max_position),
+             "truncate_barrier": json_or_null(held.barrier or None), "max_position": json_or_null(r.max_position),
              "server_ids": json_or_null(r.server_ids), "staged_at": at, "claimed_at": at, **(committed or {})}
             for r, claimed in zip(held.ranges, claim_rows(pipeline, table, held.batch_id, held.mode, held.ranges,
                                                            run_id, owner))]

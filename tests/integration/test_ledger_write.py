@@ -33,7 +33,7 @@ def claim(led: Ledger, table: str, topic: str, run_id: str) -> Held:
 
 
 def staged_ranges(topic: str) -> list[LedgerRange]:
-    return [LedgerRange(topic, 0, 0, 10, 9, 1, 0, (7, 3), ("1",)), LedgerRange(topic, 1, 5, 5)]
+    return [LedgerRange(topic, 0, 0, 10, 9, 1, 0, (7, 3), ("1",)), LedgerRange(topic, 1, 5, 5, 0, 0, 0, None, ())]
 
 
 def rows(spark, ledger: str, pipeline: str, table: str) -> dict[int, list[dict]]:
@@ -125,3 +125,24 @@ def test_marks_land_after_the_run_s_own_lease_renewal(make_pipe):
     found = rows(p.spark, ledger, p.cfg.pipeline, table)[1]
     assert [(r["status"], r["run_id"], r["events_read"], r["inserted"]) for r in found] == [
         ("committed", "run-a", 9, 9), ("committed", "run-a", 0, 9)]
+
+
+def test_a_claim_withdraws_when_another_writer_appended_a_row_under_its_batch_id(make_pipe, monkeypatch):
+    """A cursor reset (or a bootstrap) appends a committed row under the next batch id without validation. Landing
+    between a claim's commit and its check, it shares the claimed id: the claim must withdraw, or the marks, which
+    rewrite every row of the batch id, would delete that row (a bootstrap's horizon, a reset's cursor)."""
+    p, ledger = ledger_of(make_pipe)
+    led, table = Ledger(p.spark, ledger, p.cfg.pipeline), p.table.target
+    other = Ledger(p.spark.newSession(), ledger, p.cfg.pipeline)
+    real = Ledger._append_claim
+
+    def claim_then_reset(self, table_, batch_id, *args):
+        real(self, table_, batch_id, *args)
+        other.reset_cursor(table_, p.topic, batch_id, {0: (0, 3)}, "reset-run")
+
+    monkeypatch.setattr(Ledger, "_append_claim", claim_then_reset)
+    with pytest.raises(ConcurrentRunError, match="reset-run"):
+        claim(led, table, p.topic, "run-a")
+    found = rows(p.spark, ledger, p.cfg.pipeline, table)
+    assert [(r["run_id"], r["status"], r["mode"]) for r in found[1]] == [("reset-run", "committed", "reset")]
+    assert led.state(table, p.topic).cursor == {0: 3}

@@ -37,9 +37,11 @@ def test_cursor_positions_and_next_batch_id_of_the_topic() -> None:
 
 
 def test_pending_is_the_oldest_uncommitted_batch_and_owners_per_batch() -> None:
+    """Owners are the runs holding any row of a batch id, committed ones too (a claim that shares its id with a
+    committed row of another writer withdraws)."""
     s = table_state(ROWS, "db.t", "t")
     assert s.pending is not None and s.pending.batch_id == 6 and s.pending.status == "staged"
-    assert s.owners(6) == {"a", "c"} and s.owners(7) == {"b"} and s.owners(3) == set()
+    assert s.owners(6) == {"a", "c"} and s.owners(7) == {"b"} and s.owners(3) == {"r"} and s.owners(99) == set()
 
 
 def test_barrier_before_a_batch_is_the_newest_of_earlier_rows() -> None:
