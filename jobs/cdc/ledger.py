@@ -259,12 +259,9 @@ class Ledger:
         updated row by row, and the commit will be too). Without ``held`` (a recovered batch) only this run's rows
         are updated (``run_id``); whether it still owns the batch is asked once, before the commit: a run that lost
         its claim and merges anyway is fenced by the MERGE's conditions."""
-        from cdc.ledger_write import held_rows
-
         if held is not None:
             now = replace(held, ranges=tuple(ranges), barrier=barrier, staged_at_us=time.time_ns() // 1000)
-            written, since = self._rewrite(table, run_id, now, held_rows(self.pipeline, table, now, run_id,
-                                                                         process_owner()))
+            written, since = self._rewrite(table, run_id, now)
             if written:
                 return None if since is None else replace(now, since=since)
 
@@ -289,27 +286,27 @@ class Ledger:
     def mark_committed(self, table: str, batch_id: int, run_id: str, counts: dict[str, int], snapshot_id: int | None,
                        phase_seconds: dict[str, float], held: "Held | None" = None) -> None:
         """Record the commit; ``held``: what the staged mark wrote (``mark_staged``), rewritten whole with it."""
-        from cdc.ledger_write import held_rows
-
         sets = {"status": "'committed'", **{k: f"{int(counts.get(k, 0))}L" for k in ("inserted", "updated", "deleted")},
                 "target_snapshot_id": f"{int(snapshot_id)}L" if snapshot_id is not None else "CAST(NULL AS BIGINT)",
                 "phase_seconds": lit(json.dumps({k: round(v, 3) for k, v in phase_seconds.items()})),
                 "committed_at": "current_timestamp()"}
-        if held is not None and self._rewrite(table, run_id, held, held_rows(self.pipeline, table, held, run_id,
-                                                                              process_owner(), sets))[0]:
+        if held is not None and self._rewrite(table, run_id, held, sets)[0]:
             return
         self.still_owner(table, batch_id, run_id)
         self._write("commit", table, f"UPDATE {self.name} SET {', '.join(f'{k} = {v}' for k, v in sets.items())} "
                                      f"WHERE {self._where(table)} AND batch_id = {int(batch_id)} "
                                      f"AND run_id = {lit(run_id)}")
 
-    def _rewrite(self, table: str, run_id: str, held: "Held", rows: list[dict[str, str]]) -> tuple[bool, int | None]:
-        """Write a held batch's ``rows`` whole, validated from ``held.since`` (``cdc.ledger_write``): whether they were
-        written, and the ledger snapshot that did (None: not found). Not written: the write could not be validated, or
+    def _rewrite(self, table: str, run_id: str, held: "Held",
+                 committed: Mapping[str, str] | None = None) -> tuple[bool, int | None]:
+        """Write a held batch's rows whole (``held_rows``: staged, or committed with ``committed``'s columns),
+        validated from ``held.since`` (``cdc.ledger_write``): whether they were written, and the ledger snapshot that
+        did (None: not found). Not written: the write could not be validated, or
         it conflicted while the batch is still this run's (its own lease renewal, a compaction); the caller updates
         the rows instead. A batch another run took over raises ``ConcurrentRunError``."""
-        from cdc.ledger_write import UNVALIDATABLE, overwrite_batch, rows_sql, snapshot_of_write
+        from cdc.ledger_write import UNVALIDATABLE, held_rows, overwrite_batch, rows_sql, snapshot_of_write
 
+        rows = held_rows(self.pipeline, table, held, run_id, process_owner(), committed)
         write_id = uuid.uuid4().hex
         try:
             with self._lock(table):

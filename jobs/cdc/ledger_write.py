@@ -118,8 +118,7 @@ def overwrite_batch(spark: Any, ledger: str, pipeline: str, table: str, batch_id
         writer = writer.option("validate-from-snapshot-id", str(int(since)))
     if write_id is not None:
         writer = writer.option(f"snapshot-property.{WRITE_ID}", write_id)
-    writer.overwrite((F.col("pipeline") == pipeline) & (F.col("table_name") == table)
-                     & (F.col("batch_id") == int(batch_id)))
+    writer.overwrite(F.expr(this_batch_sql(pipeline, table, batch_id)))
 
 
 def write_claim(spark: Any, ledger: str, pipeline: str, table: str, batch_id: int, rows: str,

@@ -182,13 +182,12 @@ class TableRun:
             schema = self.batch_schema(ranges)  # before the claim: schema errors leave no ledger rows
             planned = self.planned_state()
             batch_id = planned.next_batch_id
-            self.claimed = self.ledger.claim(self.t.target, batch_id, mode,
-                              [LedgerRange(self.t.topic, r.partition, r.start, r.end) for r in ranges], self.run_id,
+            claimed = tuple(LedgerRange(self.t.topic, r.partition, r.start, r.end) for r in ranges)
+            self.claimed = self.ledger.claim(self.t.target, batch_id, mode, claimed, self.run_id,
                               topic=self.t.topic, cursor=self.cursor if mode == "incremental" else None,
                               seen=planned.snapshot_id)
             self.held = None if self.claimed.snapshot_id is None else Held(
-                batch_id, mode, tuple(LedgerRange(self.t.topic, r.partition, r.start, r.end) for r in ranges),
-                since=self.claimed.snapshot_id)  # the staged and committed marks rewrite the rows from there
+                batch_id, mode, claimed, since=self.claimed.snapshot_id)  # the marks rewrite the rows from there
         checkpoint("after_claim")
         try:
             with self.lease(batch_id):
