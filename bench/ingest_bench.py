@@ -212,7 +212,8 @@ def many_tables(args: argparse.Namespace, broker: Any, registry: str, tmp: Path,
     out = {"tables": args.tables, "events_per_table": args.table_events,
            "table_concurrency": args.table_concurrency, "many_s": round(job_many.seconds, 1),
            "single_s": round(job_single.seconds, 1), "many_cpu_s": job_many.peaks.cpu_seconds,
-           "single_cpu_s": job_single.peaks.cpu_seconds, "first_run_many_s": round(warm.seconds, 1),
+           "single_cpu_s": job_single.peaks.cpu_seconds, "many_cpu_by_kind_s": job_many.peaks.cpu_by_kind(),
+           "single_cpu_by_kind_s": job_single.peaks.cpu_by_kind(), "first_run_many_s": round(warm.seconds, 1),
            "statuses": statuses}
     log(f"many tables: {out}")
     details["many_tables"] = out

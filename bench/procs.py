@@ -74,10 +74,19 @@ class Peaks:
     workers_sum: int = 0
     samples: int = 0
     cpu: dict[int, float] = field(default_factory=dict)  # pid -> CPU seconds at its last sample
+    kinds: dict[int, str] = field(default_factory=dict)  # pid -> "driver" | "jvm" | "workers" | "other"
 
     @property
     def cpu_seconds(self) -> float:
         return round(sum(self.cpu.values()), 2)
+
+    def cpu_by_kind(self) -> dict[str, float]:
+        """CPU seconds of the Python driver, the JVM and the PySpark workers (which side a gap is on)."""
+        out: dict[str, float] = {}
+        for pid, used in self.cpu.items():
+            kind = self.kinds.get(pid, "other")
+            out[kind] = round(out.get(kind, 0.0) + used, 2)
+        return out
 
     def as_mb(self) -> dict[str, int]:
         return {"driver_python_mb": self.driver >> 20, "jvm_mb": self.jvm >> 20,
@@ -97,11 +106,15 @@ def sample(root: int, peaks: Peaks) -> None:
         used = _cpu(pid)
         if used:
             peaks.cpu[pid] = max(peaks.cpu.get(pid, 0.0), used)
+        exe = _cmd(pid).split(" ", 1)[0]
         if pid == root:
             peaks.driver = max(peaks.driver, rss)
-        elif "java" in _cmd(pid).split(" ", 1)[0]:
+            peaks.kinds[pid] = "driver"
+        elif "java" in exe:
             peaks.jvm = max(peaks.jvm, rss)
-        elif "python" in _cmd(pid).split(" ", 1)[0]:
+            peaks.kinds[pid] = "jvm"
+        elif "python" in exe:
+            peaks.kinds[pid] = "workers"
             workers += rss
             peaks.worker_max = max(peaks.worker_max, rss)
     peaks.workers_sum = max(peaks.workers_sum, workers)

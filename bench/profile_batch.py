@@ -31,6 +31,13 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 from bench.workload import Stream, pipeline_yaml  # noqa: E402
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds of ``pid`` and its waited-for children (the JVM's forked commands) so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 class Recorder:
     """Every SQL execution of the session (statements, DataFrame writes, catalog commands) from the Spark UI's REST
     API: (start, seconds, jobs, description), in order."""
@@ -163,17 +170,19 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         spark = build_session(cfg, "cdc-profile")
         rec = Recorder(spark)
+        jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
         for s in streams:
             s.produce_preload(args.preload)
-        run_batch(spark, cfg, cfg.tables)
+        run_batch(spark, cfg, cfg.tables, isolate=True)
         for n in range(args.batches):
             for s in streams:
                 s.produce_batch(args.events)
             rec.start()
-            t0 = time.perf_counter()
-            out = run_batch(spark, cfg, cfg.tables)
-            wall = time.perf_counter() - t0
-            print(f"batch {n + 1}: {wall:.2f} s", {t["table"]: t["seconds"] for t in out["tables"]}, flush=True)
+            t0, c0 = time.perf_counter(), cpu_seconds(jvm_pid)
+            out = run_batch(spark, cfg, cfg.tables, isolate=True)
+            wall, used = time.perf_counter() - t0, cpu_seconds(jvm_pid) - c0
+            print(f"batch {n + 1}: {wall:.2f} s, JVM CPU {used:.1f} s (with its children)",
+                  {t["table"]: t["seconds"] for t in out["tables"]}, flush=True)
         calls = rec.calls()
         print(f"\nlast batch: {len(calls)} SQL executions, {sum(c[2] for c in calls)} Spark jobs, "
               f"{sum(c[1] for c in calls):.2f} s of {wall:.2f} s wall")

@@ -35,7 +35,13 @@ DEFAULT_MASTER = "local[*]"
 # local run can be a little faster with C2: set spark.driver.extraJavaOptions in the YAML's spark: to choose.
 # C1 alone makes HotSpot shrink its code cache to 48 MB, which a job of many tables fills: the JVM then cannot link a
 # method handle, a Spark thread dies and the SparkContext stops under every table. So the cache keeps its usual size.
-LOCAL_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+# G1 puts every object of half a heap region or more ("humongous") straight into the old generation, and each such
+# allocation may start a concurrent marking cycle. Spark allocates a 4 MB chunk for every broadcast (the task binary
+# of every job, Iceberg's table of every scan and write) and 1 MB ones to serialize tasks: with the default regions
+# (1-2 MB) a job of 20 small tables started a marking cycle every 3 seconds. 4 MB regions with 1 MB broadcast
+# chunks keep both young (measured on 2 cores, 20 tables × 1,000 events in one warm session: JVM CPU 77 -> 67 s).
+LOCAL_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:G1HeapRegionSize=4m"
+LOCAL_SPARK_CONF = {"spark.broadcast.blockSize": "1m"}  # a local master's JVM only: there is no torrent to split
 ARCHIVES = (".whl", ".zip", ".egg")  # what --py-files ships
 _EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 _CATALOG_IMPLS = {
@@ -109,6 +115,7 @@ def session_conf(cfg: PipelineConfig, master: str | None = None, *, submitted: s
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
         conf["spark.driver.extraJavaOptions"] = LOCAL_DRIVER_JAVA_OPTIONS  # the YAML's own wins (update below)
+        conf.update(LOCAL_SPARK_CONF)
         if package_dir:
             conf["spark.executorEnv.PYTHONPATH"] = _join_path(package_dir, user.get("spark.executorEnv.PYTHONPATH"))
     conf.update(user)

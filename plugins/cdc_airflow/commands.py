@@ -87,9 +87,10 @@ def spark_conf(master: str, pipeline_spark: Mapping[str, str], python: str) -> d
     """Spark settings for spark-submit: the pipeline's ``spark:`` block wins, local mode stays on loopback."""
     conf: dict[str, str] = {}
     if master.startswith("local"):
-        from cdc.session import LOCAL_DRIVER_JAVA_OPTIONS  # here: cdc.session is not needed to parse DAG files
+        from cdc.session import LOCAL_DRIVER_JAVA_OPTIONS, LOCAL_SPARK_CONF  # here: not needed to parse DAG files
 
         conf["spark.driver.extraJavaOptions"] = LOCAL_DRIVER_JAVA_OPTIONS
+        conf.update(LOCAL_SPARK_CONF)
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
         conf["spark.ui.enabled"] = "false"

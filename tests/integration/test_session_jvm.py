@@ -20,3 +20,15 @@ def test_a_local_jvm_compiles_with_c1_and_keeps_the_full_code_cache(spark):
     SparkContext"). The local JVM must keep C1 and the full code cache."""
     assert vm_option(spark, "TieredStopAtLevel") == "1"
     assert int(vm_option(spark, "ReservedCodeCacheSize")) >= 240 << 20
+
+
+def test_a_local_jvm_allocates_broadcast_and_task_chunks_below_g1s_humongous_size(spark):
+    """G1 allocates an object of half a heap region or more in the old generation, and such allocations start
+    concurrent marking cycles: Spark's 4 MB broadcast chunks (one per job) and 1 MB task-serialization chunks, with
+    the default 1-2 MB regions, started one every few seconds in a job of 20 small tables (``LOCAL_SPARK_CONF``).
+    Both chunk sizes, as the running JVM and SparkContext hold them, must stay below half a region."""
+    region = int(vm_option(spark, "G1HeapRegionSize"))
+    assert vm_option(spark, "UseG1GC") == "true"
+    block = spark.sparkContext._jsc.sc().conf().getSizeAsBytes("spark.broadcast.blockSize", "4m")
+    task_chunk = 1 << 20  # SerializerHelper.serializeToChunkedBuffer's fixed estimate
+    assert max(block, task_chunk) < region // 2, (block, region)

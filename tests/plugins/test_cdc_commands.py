@@ -64,12 +64,13 @@ def test_spark_conf_local_uses_loopback_and_pipeline_overrides() -> None:
     assert conf["spark.driver.bindAddress"] == "127.0.0.1"
     assert conf["spark.driver.host"] == "10.0.0.1"  # the YAML wins
     assert conf["spark.pyspark.python"] == "/v/python"
-    from cdc.session import LOCAL_DRIVER_JAVA_OPTIONS
+    from cdc.session import LOCAL_DRIVER_JAVA_OPTIONS, LOCAL_SPARK_CONF
 
     assert conf["spark.driver.extraJavaOptions"] == LOCAL_DRIVER_JAVA_OPTIONS  # as cdc.session does locally
+    assert LOCAL_SPARK_CONF.items() <= conf.items()
     cluster = spark_conf("spark://master:7077", {}, "/v/python")
     assert "spark.driver.bindAddress" not in cluster and "spark.pyspark.python" not in cluster
-    assert "spark.driver.extraJavaOptions" not in cluster
+    assert "spark.driver.extraJavaOptions" not in cluster and "spark.broadcast.blockSize" not in cluster
 
 
 def test_spark_env_appends_interpreter_bin_once() -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from cdc import jars
 from cdc.config import parse_config
-from cdc.session import LOCAL_DRIVER_JAVA_OPTIONS, effective_master, is_local, session_conf
+from cdc.session import LOCAL_DRIVER_JAVA_OPTIONS, LOCAL_SPARK_CONF, effective_master, is_local, session_conf
 
 
 def cfg(spark: dict[str, str] | None = None, catalog: dict[str, object] | None = None):
@@ -57,6 +57,12 @@ def test_a_local_jvm_compiles_with_c1_only_unless_the_yaml_says_otherwise() -> N
     assert "spark.driver.extraJavaOptions" not in session_conf(cfg(), "spark://h:7077")
     own = session_conf(cfg({"spark.driver.extraJavaOptions": "-Dx=1"}), "local[2]")
     assert own["spark.driver.extraJavaOptions"] == "-Dx=1"
+
+
+def test_a_local_jvm_broadcasts_in_small_chunks_a_cluster_keeps_its_own() -> None:
+    assert session_conf(cfg(), "local[2]")["spark.broadcast.blockSize"] == LOCAL_SPARK_CONF["spark.broadcast.blockSize"]
+    assert "spark.broadcast.blockSize" not in session_conf(cfg(), "spark://h:7077")
+    assert session_conf(cfg({"spark.broadcast.blockSize": "8m"}), "local[2]")["spark.broadcast.blockSize"] == "8m"
 
 
 def test_user_settings_win_but_not_over_the_master_in_effect() -> None:
