@@ -197,10 +197,16 @@ def build_session(cfg: PipelineConfig, app_name: str = "cdc-ingest", master: str
     submitted = submitted_master()
     conf = session_conf(cfg, master, submitted=submitted, jar_mode=os.environ.get(jars.JARS_ENV, "auto"),
                         bundled_jar=jars.bundled_jar(), package_dir=package_dir(), jar_files=jars.local_files())
-    if class_cache and submitted is None and is_local(conf["spark.master"]):
-        from cdc import jvm_cache
+    from pyspark import SparkContext
 
-        conf = jvm_cache.prepare(conf, "spark.driver.extraJavaOptions" in cfg.spark)
+    if submitted is None and is_local(conf["spark.master"]) and SparkContext._gateway is None:  # a JVM starts here
+        from cdc import localfs
+
+        conf = localfs.with_local_fs(conf, localfs.jar())  # before the class archive: its key covers the classpath
+        if class_cache:
+            from cdc import jvm_cache
+
+            conf = jvm_cache.prepare(conf, "spark.driver.extraJavaOptions" in cfg.spark)
     for k, v in python_env(conf["spark.master"], sys.executable).items():
         os.environ.setdefault(k, v)
     from pyspark.sql import SparkSession
