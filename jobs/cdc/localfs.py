@@ -33,6 +33,7 @@ DEFAULT_DIR = Path("~/.cache/cdc-iceberg/localfs")
 CLASS = "cdc.hadoop.ForklessLocalFileSystem"
 IMPL_KEY = "spark.hadoop.fs.file.impl"
 CLASSPATH_KEY = "spark.driver.extraClassPath"
+CLASSPATH_KEYS = (CLASSPATH_KEY, "spark.executor.extraClassPath")
 JAR = "cdc-localfs.jar"
 
 SOURCE = """\
@@ -131,12 +132,15 @@ def jar(env: Mapping[str, str] | None = None) -> Path | None:
 
 
 def with_local_fs(conf: Mapping[str, str], built: Path | None) -> dict[str, str]:
-    """``conf`` with the forkless file system on the driver's classpath and as ``fs.file.impl`` (pure); unchanged
-    without a jar or when the settings name a ``fs.file.impl`` already."""
+    """``conf`` with the forkless file system on the driver's and the executors' classpath (``local-cluster[...]``
+    runs executors in JVMs of their own, on this machine) and as ``fs.file.impl`` (pure); unchanged without a jar or
+    when the settings name a ``fs.file.impl`` already."""
     if built is None or IMPL_KEY in conf:
         return dict(conf)
-    path = os.pathsep.join(filter(None, (str(built), conf.get(CLASSPATH_KEY, ""))))
-    return {**conf, CLASSPATH_KEY: path, IMPL_KEY: CLASS}
+    out = {**conf, IMPL_KEY: CLASS}
+    for key in CLASSPATH_KEYS:
+        out[key] = os.pathsep.join(filter(None, (str(built), conf.get(key, ""))))
+    return out
 
 
 __all__ = ["CLASS", "ENV", "build", "jar", "jar_key", "with_local_fs"]

@@ -14,6 +14,8 @@ def test_the_jar_goes_first_on_the_driver_classpath_and_names_the_file_system() 
     conf = with_local_fs({"spark.master": "local[2]", CLASSPATH_KEY: "/opt/extra.jar"}, Path("/c/cdc-localfs.jar"))
     assert conf[IMPL_KEY] == CLASS
     assert conf[CLASSPATH_KEY].split(":") == ["/c/cdc-localfs.jar", "/opt/extra.jar"]
+    # local-cluster[...] executors are JVMs of their own that create files too
+    assert conf["spark.executor.extraClassPath"] == "/c/cdc-localfs.jar"
 
 
 def test_settings_that_name_a_file_system_or_no_jar_leave_the_conf_as_it_is() -> None:
