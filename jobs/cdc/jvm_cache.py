@@ -47,7 +47,8 @@ class ClassCache:
         return f"{logs} -XX:ArchiveClassesAtExit={self.dump_to}"
 
 
-def _stamp(path: str) -> str:
+def file_stamp(path: str) -> str:
+    """What a cache key holds of a file: its real path, size and modification time."""
     try:
         st = os.stat(path)
     except OSError:
@@ -87,8 +88,8 @@ def spark_jars_dir(env: Mapping[str, str]) -> str:
 
 def cache_key(java: str, spark_jars: list[str], conf: Mapping[str, str]) -> str:
     """A name for the archive of this JVM and classpath (pure but for the files' size and time)."""
-    parts = [_stamp(java), *(_stamp(j) for j in sorted(spark_jars)),
-             *(_stamp(j) for j in sorted(filter(None, conf.get("spark.jars", "").split(",")))),
+    parts = [file_stamp(java), *(file_stamp(j) for j in sorted(spark_jars)),
+             *(file_stamp(j) for j in sorted(filter(None, conf.get("spark.jars", "").split(",")))),
              *(conf.get(k, "") for k in ("spark.driver.extraJavaOptions", "spark.driver.extraClassPath",
                                          "spark.driver.memory")),  # the heap's size decides compressed pointers
              *(os.environ.get(k, "") for k in ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS"))]
@@ -195,4 +196,4 @@ def with_cache(conf: dict[str, str], cache: ClassCache | None) -> dict[str, str]
     return {**conf, "spark.driver.extraJavaOptions": opts}
 
 
-__all__ = ["ENV", "ClassCache", "cache_key", "class_cache", "finish", "prepare", "started", "with_cache"]
+__all__ = ["ENV", "ClassCache", "cache_key", "class_cache", "file_stamp", "finish", "prepare", "started", "with_cache"]

@@ -69,17 +69,11 @@ public class ForklessLocalFileSystem extends LocalFileSystem {
 log = logging.getLogger("cdc.session")
 
 
-def _stamp(path: str) -> str:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return f"{path}:missing"
-    return f"{os.path.realpath(path)}:{st.st_size}:{int(st.st_mtime)}"
-
-
 def jar_key(java: str, hadoop_jars: list[str]) -> str:
     """A name for the jar built with this ``java`` against these Hadoop jars (pure but for the files' stamps)."""
-    parts = [SOURCE, _stamp(java), *(_stamp(j) for j in sorted(hadoop_jars))]
+    from cdc.jvm_cache import file_stamp
+
+    parts = [SOURCE, file_stamp(java), *(file_stamp(j) for j in sorted(hadoop_jars))]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
 
 
