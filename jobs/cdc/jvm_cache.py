@@ -92,6 +92,7 @@ def cache_key(java: str, spark_jars: list[str], conf: Mapping[str, str]) -> str:
              *(file_stamp(j) for j in sorted(filter(None, conf.get("spark.jars", "").split(",")))),
              *(conf.get(k, "") for k in ("spark.driver.extraJavaOptions", "spark.driver.extraClassPath",
                                          "spark.driver.memory")),  # the heap's size decides compressed pointers
+             *(file_stamp(j) for j in conf.get("spark.driver.extraClassPath", "").split(os.pathsep) if j),
              *(os.environ.get(k, "") for k in ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS"))]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
 

@@ -21,6 +21,7 @@ import glob
 import hashlib
 import logging
 import os
+import re
 import subprocess
 import tempfile
 import zipfile
@@ -56,11 +57,14 @@ public class ForklessLocalFileSystem extends LocalFileSystem {
     public static class Raw extends RawLocalFileSystem {
         public void setPermission(Path p, FsPermission permission) throws IOException {
             String mode = permission.toString();
-            if (permission.getStickyBit() || mode.length() != 9) {
+            java.nio.file.Path path = pathToFile(p).toPath();
+            // chmod with a four-digit mode keeps a directory's setuid/setgid bits (3072 = 06000); chmod(2) would not
+            if (permission.getStickyBit() || mode.length() != 9
+                    || (Files.isDirectory(path) && (((Integer) Files.getAttribute(path, "unix:mode")).intValue() & 3072) != 0)) {
                 super.setPermission(p, permission);
                 return;
             }
-            Files.setPosixFilePermissions(pathToFile(p).toPath(), PosixFilePermissions.fromString(mode));
+            Files.setPosixFilePermissions(path, PosixFilePermissions.fromString(mode));
         }
     }
 }
@@ -100,7 +104,10 @@ def build(java: str, spark_jars: str, out: Path) -> None:
         with zipfile.ZipFile(partial, "w") as jar:
             for f in built:
                 jar.write(f, f.relative_to(classes).as_posix())
-        os.replace(partial, out)
+        try:  # published once: a JVM class archive (cdc.jvm_cache) holds the jar's time, a rebuilt one would void it
+            os.link(partial, out)
+        except FileExistsError:
+            pass
 
 
 def jar(env: Mapping[str, str] | None = None) -> Path | None:
@@ -113,28 +120,50 @@ def jar(env: Mapping[str, str] | None = None) -> Path | None:
         return None
     java, spark_jars = java_binary(env), spark_jars_dir(env)
     hadoop = glob.glob(os.path.join(spark_jars, "hadoop-*.jar"))
-    out = Path(where or DEFAULT_DIR).expanduser() / jar_key(java, hadoop) / JAR
-    if out.is_file():
-        return out
-    try:
+    try:  # absolute: local-cluster executors resolve their classpath in work directories of their own
+        out = Path(where or DEFAULT_DIR).expanduser().resolve() / jar_key(java, hadoop) / JAR
+        if out.is_file():
+            return out
         build(java, spark_jars, out)
-    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:  # RuntimeError: also no home directory
         log.warning("local file system: %s not built (%s); Hadoop's own is used (one chmod process per file)",
                     CLASS, exc)
         return None
     return out
 
 
-def with_local_fs(conf: Mapping[str, str], built: Path | None) -> dict[str, str]:
+def spark_defaults(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The settings of ``spark-defaults.conf`` (``SPARK_CONF_DIR``, else ``SPARK_HOME/conf``, else pyspark's)."""
+    from cdc.jvm_cache import spark_jars_dir
+
+    env = os.environ if env is None else env
+    conf_dir = env.get("SPARK_CONF_DIR") or os.path.join(os.path.dirname(spark_jars_dir(env)), "conf")
+    out: dict[str, str] = {}
+    try:
+        lines = Path(conf_dir, "spark-defaults.conf").read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:  # Java properties: "key value", "key=value" or "key: value"
+        line = line.strip()
+        if line and not line.startswith(("#", "!")):
+            key, *value = re.split(r"\s*[=:]\s*|\s+", line, maxsplit=1)
+            out[key] = value[0].strip() if value else ""
+    return out
+
+
+def with_local_fs(conf: Mapping[str, str], built: Path | None, defaults: Mapping[str, str] | None = None) \
+        -> dict[str, str]:
     """``conf`` with the forkless file system on the driver's and the executors' classpath (``local-cluster[...]``
     runs executors in JVMs of their own, on this machine) and as ``fs.file.impl`` (pure); unchanged without a jar or
-    when the settings name a ``fs.file.impl`` already."""
+    when the settings name a ``fs.file.impl`` already. A classpath the settings do not set is taken from
+    ``defaults`` (``spark-defaults.conf``, which a ``--conf`` of the same key would replace)."""
     if built is None or IMPL_KEY in conf:
         return dict(conf)
     out = {**conf, IMPL_KEY: CLASS}
     for key in CLASSPATH_KEYS:
-        out[key] = os.pathsep.join(filter(None, (str(built), conf.get(key, ""))))
+        rest = conf.get(key, (defaults or {}).get(key, ""))
+        out[key] = os.pathsep.join(filter(None, (str(built), rest)))
     return out
 
 
-__all__ = ["CLASS", "ENV", "build", "jar", "jar_key", "with_local_fs"]
+__all__ = ["CLASS", "ENV", "build", "jar", "jar_key", "spark_defaults", "with_local_fs"]

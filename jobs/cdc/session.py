@@ -202,7 +202,7 @@ def build_session(cfg: PipelineConfig, app_name: str = "cdc-ingest", master: str
     if submitted is None and is_local(conf["spark.master"]) and SparkContext._gateway is None:  # a JVM starts here
         from cdc import localfs
 
-        conf = localfs.with_local_fs(conf, localfs.jar())  # before the class archive: its key covers the classpath
+        conf = localfs.with_local_fs(conf, localfs.jar(), localfs.spark_defaults())  # before the archive: its key
         if class_cache:
             from cdc import jvm_cache
 

@@ -97,10 +97,6 @@ def spark_conf(master: str, pipeline_spark: Mapping[str, str], python: str) -> d
         conf["spark.pyspark.python"] = python
         conf["spark.pyspark.driver.python"] = python
     conf.update({str(k): str(v) for k, v in pipeline_spark.items()})
-    if master.startswith("local"):  # the JVM spark-submit starts sets file permissions in-process (cdc.localfs)
-        from cdc import localfs
-
-        conf = localfs.with_local_fs(conf, localfs.jar())
     return conf
 
 

@@ -104,3 +104,16 @@ def test_permissions_are_set_in_process_and_a_sticky_bit_still_reaches_chmod(spa
     fs.setPermission(jvm.org.apache.hadoop.fs.Path(str(d)), perm("1777"))
     assert stat.S_IMODE(f.stat().st_mode) == 0o640
     assert stat.S_IMODE(d.stat().st_mode) == 0o1777
+
+
+def test_a_directory_keeps_the_setgid_bit_it_inherits_as_with_chmod(spark, tmp_path: Path) -> None:
+    """Hadoop sets every directory it creates to 0755 (umask 022) with ``chmod 0755``, which keeps a setgid bit the
+    directory inherited from its parent (a warehouse under a shared group's directory); ``chmod(2)`` would drop it."""
+    jvm = spark.sparkContext._jvm
+    fs = jvm.org.apache.hadoop.fs.FileSystem.getLocal(spark.sparkContext._jsc.hadoopConfiguration())
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o2775)
+    assert fs.mkdirs(jvm.org.apache.hadoop.fs.Path(str(shared / "ns" / "table")))
+    for d in (shared / "ns", shared / "ns" / "table"):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o2755, oct(d.stat().st_mode)

@@ -54,6 +54,17 @@ def test_a_changed_jar_java_or_jvm_option_names_another_archive(tmp_path):
     assert cache_key(env["JAVA_HOME"] + "/bin/java", [str(jar)], CONF) != base
 
 
+def test_a_jar_rebuilt_at_the_same_driver_classpath_names_another_archive(tmp_path):
+    """The JVM refuses an archive whose classpath jars changed since, silently; the same path is not enough."""
+    env = env_for(tmp_path)
+    java, own = env["JAVA_HOME"] + "/bin/java", tmp_path / "cdc-localfs.jar"
+    own.write_bytes(b"v1")
+    conf = {**CONF, "spark.driver.extraClassPath": f"{own}:/opt/jars/*"}
+    base = cache_key(java, [], conf)
+    own.write_bytes(b"v2 rebuilt")
+    assert cache_key(java, [], conf) != base
+
+
 def test_off_or_jvm_options_from_the_yaml_or_an_unwritable_directory_run_without_an_archive(tmp_path):
     assert class_cache(CONF, False, env_for(tmp_path, **{jvm_cache.ENV: "off"})) is None
     assert class_cache(CONF, True, env_for(tmp_path)) is None  # the YAML chose spark.driver.extraJavaOptions

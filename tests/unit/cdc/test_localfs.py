@@ -45,3 +45,17 @@ def test_the_jar_is_named_by_the_source_and_the_jars_it_was_built_against(tmp_pa
     assert localfs.jar_key(str(java), [str(jar)]) == before
     jar.write_text("22")
     assert localfs.jar_key(str(java), [str(jar)]) != before
+
+
+def test_a_classpath_of_spark_defaults_is_kept_behind_the_jar(tmp_path: Path) -> None:
+    """A ``--conf`` of a classpath replaces the one ``spark-defaults.conf`` sets (the docker image's jars)."""
+    (tmp_path / "spark-defaults.conf").write_text(
+        "# comment\nspark.driver.extraClassPath   /opt/cdc/jars/*\nspark.executor.extraClassPath=/opt/x.jar\n"
+        "spark.cores.max: 2\n")
+    defaults = localfs.spark_defaults({"SPARK_CONF_DIR": str(tmp_path)})
+    assert defaults == {"spark.driver.extraClassPath": "/opt/cdc/jars/*",
+                        "spark.executor.extraClassPath": "/opt/x.jar", "spark.cores.max": "2"}
+    conf = with_local_fs({CLASSPATH_KEY: "/own.jar"}, Path("/c/cdc-localfs.jar"), defaults)
+    assert conf[CLASSPATH_KEY] == "/c/cdc-localfs.jar:/own.jar"  # the settings' own value wins over the defaults
+    assert conf["spark.executor.extraClassPath"] == "/c/cdc-localfs.jar:/opt/x.jar"
+    assert localfs.spark_defaults({"SPARK_CONF_DIR": str(tmp_path / "none")}) == {}
