@@ -48,12 +48,13 @@ def _rss(pid: int) -> int:
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _cpu(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` so far (0 when it is gone)."""
+def cpu_seconds(pid: int, children: bool = False) -> float:
+    """User + system CPU seconds of ``pid`` so far (0 when it is gone); ``children``: with those of its children it
+    has waited for (a JVM's forked commands)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICKS
+        return sum(int(x) for x in fields[11:15 if children else 13]) / TICKS
     except (OSError, IndexError, ValueError):
         return 0.0
 
@@ -103,7 +104,7 @@ def sample(root: int, peaks: Peaks) -> None:
     workers = 0
     for pid in tree:
         rss = _rss(pid)
-        used = _cpu(pid)
+        used = cpu_seconds(pid)
         if used:
             peaks.cpu[pid] = max(peaks.cpu.get(pid, 0.0), used)
         exe = _cmd(pid).split(" ", 1)[0]

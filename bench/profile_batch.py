@@ -28,14 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
+from bench.procs import cpu_seconds  # noqa: E402
 from bench.workload import Stream, pipeline_yaml  # noqa: E402
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU seconds of ``pid`` and its waited-for children (the JVM's forked commands) so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 class Recorder:
@@ -178,9 +172,9 @@ def main(argv: list[str] | None = None) -> int:
             for s in streams:
                 s.produce_batch(args.events)
             rec.start()
-            t0, c0 = time.perf_counter(), cpu_seconds(jvm_pid)
+            t0, c0 = time.perf_counter(), cpu_seconds(jvm_pid, children=True)
             out = run_batch(spark, cfg, cfg.tables, isolate=True)
-            wall, used = time.perf_counter() - t0, cpu_seconds(jvm_pid) - c0
+            wall, used = time.perf_counter() - t0, cpu_seconds(jvm_pid, children=True) - c0
             print(f"batch {n + 1}: {wall:.2f} s, JVM CPU {used:.1f} s (with its children)",
                   {t["table"]: t["seconds"] for t in out["tables"]}, flush=True)
         calls = rec.calls()

@@ -7,12 +7,14 @@ checksums), so a job of 20 small tables ran about 1,800 ``chmod`` processes per 
 of a warm 20-table batch 72 → 63 s without them).
 
 ``ForklessLocalFileSystem`` is Hadoop's own ``LocalFileSystem`` (checksums and all) whose raw file system sets the
-same POSIX permissions with ``java.nio`` instead (a sticky bit still goes to ``chmod``). There is no Java compiler in
-a JRE, so the class is compiled once per JVM and Hadoop jar with Janino, the compiler Spark itself ships, into
+same POSIX permissions with ``java.nio`` instead (a sticky bit, and a directory holding a setuid/setgid bit, which
+``chmod`` keeps and ``chmod(2)`` would drop, still go to ``chmod``). There is no Java compiler in a JRE, so the class
+is compiled once per JVM and Hadoop jar with Janino, the compiler Spark itself ships, into
 ``~/.cache/cdc-iceberg/localfs/<key>/cdc-localfs.jar`` (``CDC_LOCAL_FS``: another directory, or ``off``). Only a
-local master's JVM started by this process gets it (``spark.driver.extraClassPath`` and ``spark.hadoop.fs.file.impl``),
-and only when the YAML sets no ``fs.file.impl`` of its own; a cluster's executors would not have the jar, and object
-stores never run ``chmod``. If the class cannot be built the job runs on Hadoop's file system, with a warning.
+local master's JVM started by this process or by the Airflow operator's ``spark-submit`` gets it (the jar first on the
+driver's and executors' ``extraClassPath``, the class as ``spark.hadoop.fs.file.impl``), and only when the settings
+name no ``fs.file.impl`` of their own; a cluster's executors would not have the jar, and object stores never run
+``chmod``. If the class cannot be built the job runs on Hadoop's file system, with a warning.
 """
 
 from __future__ import annotations
@@ -87,8 +89,7 @@ def build(java: str, spark_jars: str, out: Path) -> None:
     compiler = [j for j in jars if os.path.basename(j).startswith(("janino-", "commons-compiler-"))]
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        src = Path(tmp, "src", *CLASS.split("."))
-        src = src.with_suffix(".java")
+        src = Path(tmp, "src", *CLASS.split(".")).with_suffix(".java")
         src.parent.mkdir(parents=True)
         src.write_text(SOURCE)
         classes = Path(tmp, "classes")

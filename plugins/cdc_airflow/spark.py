@@ -68,12 +68,12 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
         # Local mode: loopback driver, this interpreter for Python workers and the venv's spark-submit; a cluster
         # brings its own Python (PYSPARK_PYTHON in its image).
         self.conf = {**spark_conf(master, self.pipeline_spark_conf, sys.executable), **(self.conf or {})}
-        if master.startswith("local") and not self.driver_class_path:  # after every setting: cdc.localfs
-            from cdc import localfs
-
-            self.conf = localfs.with_local_fs(self.conf, localfs.jar(), localfs.spark_defaults())
         if master.startswith("local"):
             self.env_vars = {**spark_env(sys.executable, os.environ.get("PATH")), **(self.env_vars or {})}
+            if not self.driver_class_path:  # after every setting, so that the jar stays on the classpath: cdc.localfs
+                from cdc import localfs
+
+                self.conf = localfs.with_local_fs(self.conf, localfs.jar(), localfs.spark_defaults())
         shared = shared_result_location(context)  # CDC_RESULT_DIR: a place a driver in cluster deploy mode reaches
         if shared:  # the provider passes env_vars to such a driver (YARN appMasterEnv, Kubernetes driverEnv)
             self.env_vars = {**(self.env_vars or {}), cli.RESULT_FILE_ENV: shared}
