@@ -11,7 +11,8 @@ Each table still has its own batch, ledger rows, claim and summary entry; a tabl
 and the other tables of the group run on. The job's exit code is the worst of its tables' (``worst_exit_code``):
 terminal (2) over unclassified (1) over retryable (75). A group with a terminal table is therefore not retried by
 Airflow; its retryable tables run again with the next scheduled run. With ``table_concurrency > 1`` tables run in
-threads of the one driver (Spark runs jobs of several threads at once; ledger writes are serialised per table).
+threads of the one driver (Spark runs jobs of several threads at once; the process's ledger writes take turns,
+``cdc.ledger.ledger_lock``).
 """
 
 from __future__ import annotations

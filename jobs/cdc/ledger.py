@@ -45,6 +45,24 @@ _CONFLICT_MARKERS = ("ValidationException", "CommitFailedException", "CommitStat
                      "Found conflicting files", "AlreadyExistsException")
 
 
+_LEDGER_LOCKS: dict[str, threading.RLock] = {}
+_LEDGER_LOCKS_GUARD = threading.Lock()
+
+
+def ledger_lock(ledger: str) -> threading.RLock:
+    """One write at a time to a ledger table from this process, whichever table's row it writes.
+
+    Every commit to an Iceberg table replaces its one metadata pointer, so two commits to the ledger at once cannot
+    both win: the loser refreshes, re-validates and writes its metadata again (``commit.retry.num-retries``; with a
+    ``hadoop`` catalog it may wait seconds for the metadata lock). A group's threads (``cdc.group``), each table's
+    lease keeper (``cdc.lease``) and the run itself all write the one ledger. Taking turns in the process costs a few
+    hundred milliseconds of waiting for a small write; racing cost ~16 retried commits (each a metadata file) per 20-table
+    batch and waits of up to 5 s. Runs in other processes still race, and are retried and validated by Iceberg as
+    before. Reentrant: a write may call another (a claim's MERGE fallback)."""
+    with _LEDGER_LOCKS_GUARD:
+        return _LEDGER_LOCKS.setdefault(ledger, threading.RLock())
+
+
 def is_commit_conflict(exc: BaseException) -> bool:
     text = str(exc)
     return any(m in text for m in _CONFLICT_MARKERS)
@@ -53,16 +71,11 @@ def is_commit_conflict(exc: BaseException) -> bool:
 class Ledger:
     def __init__(self, spark: Any, table_name: str, pipeline: str):
         self.spark, self.name, self.pipeline = spark, table_name, pipeline
-        # One ledger write at a time per table and process: the lease keeper's renewals (a thread) never race this
-        # run's own claim/staged/committed updates of the table into an Iceberg commit conflict. Writes of different
-        # tables (a group's threads, cdc.group) run at once: the ledger is partitioned by table, so their commits
-        # touch different files and Iceberg retries the metadata swap (commit.retry.num-retries) without a conflict.
-        self._locks: dict[str, threading.RLock] = {}
-        self._locks_guard = threading.Lock()
 
     def _lock(self, table: str) -> threading.RLock:
-        with self._locks_guard:
-            return self._locks.setdefault(table, threading.RLock())
+        """What a write of ``table``'s rows holds: the process's lock of this ledger (``ledger_lock``), so the run's
+        own writes, its lease keeper's renewals and the other tables of a group take turns."""
+        return ledger_lock(self.name)
 
     def _where(self, table: str) -> str:
         return f"pipeline = {lit(self.pipeline)} AND table_name = {lit(table)}"

@@ -4,6 +4,7 @@ after the run's own lease renewal."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 import pytest
@@ -146,3 +147,41 @@ def test_a_claim_withdraws_when_another_writer_appended_a_row_under_its_batch_id
     found = rows(p.spark, ledger, p.cfg.pipeline, table)
     assert [(r["run_id"], r["status"], r["mode"]) for r in found[1]] == [("reset-run", "committed", "reset")]
     assert led.state(table, p.topic).cursor == {0: 3}
+
+
+class HeldInside:
+    """A session whose first SQL statement waits for ``release`` (after setting ``inside``): a ledger write caught
+    in the middle, holding whatever it holds."""
+
+    def __init__(self, spark):
+        self._spark, self.inside, self.release = spark, threading.Event(), threading.Event()
+
+    def sql(self, query: str):
+        self.inside.set()
+        assert self.release.wait(120), "never released"
+        return self._spark.sql(query)
+
+    def __getattr__(self, name: str):
+        return getattr(self._spark, name)
+
+
+def test_one_process_s_writes_to_the_ledger_take_turns(make_pipe):
+    """Two tables' ledger writes from two threads and sessions of one process (a group's tables, cdc.group) commit
+    one after the other: while table A's write is in progress, table B's waits instead of racing it into an Iceberg
+    commit retry (a metadata file each, and with a hadoop catalog a wait of seconds for its lock). Without the
+    process's ledger lock B's small INSERT commits within a second or two, long before A is let go."""
+    p, ledger = ledger_of(make_pipe)
+    slow = HeldInside(p.spark.newSession())
+    a, b = Ledger(slow, ledger, p.cfg.pipeline), Ledger(p.spark.newSession(), ledger, p.cfg.pipeline)
+    ta = threading.Thread(target=a.reset_cursor, args=("table_a", p.topic, 1, {0: (0, 1)}, "run-a"))
+    tb = threading.Thread(target=b.reset_cursor, args=("table_b", p.topic, 1, {0: (0, 2)}, "run-b"))
+    ta.start()
+    assert slow.inside.wait(60)
+    tb.start()
+    tb.join(12)
+    b_committed_while_a_wrote = not tb.is_alive()
+    slow.release.set()
+    ta.join(120)
+    tb.join(120)
+    assert not b_committed_while_a_wrote
+    assert a.state("table_a", p.topic).cursor == {0: 1} and b.state("table_b", p.topic).cursor == {0: 2}
