@@ -26,6 +26,7 @@ share a hostname must set it to something unique), else the machine's hostname.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import uuid
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from cdc.ledger_write import Held
 
 T = TypeVar("T")
+log = logging.getLogger("cdc.ledger")
 _CONFLICT_MARKERS = ("ValidationException", "CommitFailedException", "CommitStateUnknownException",
                      "Found conflicting files", "AlreadyExistsException")
 
@@ -56,9 +58,9 @@ def ledger_lock(ledger: str) -> threading.RLock:
     both win: the loser refreshes, re-validates and writes its metadata again (``commit.retry.num-retries``; with a
     ``hadoop`` catalog it may wait seconds for the metadata lock). A group's threads (``cdc.group``), each table's
     lease keeper (``cdc.lease``) and the run itself all write the one ledger. Taking turns in the process costs a few
-    hundred milliseconds of waiting for a small write; racing cost ~16 retried commits (each a metadata file) per 20-table
-    batch and waits of up to 5 s. Runs in other processes still race, and are retried and validated by Iceberg as
-    before. Reentrant: a write may call another (a claim's MERGE fallback)."""
+    hundred milliseconds of waiting for a small write; racing cost ~16 retried commits (each a metadata file) per
+    20-table batch and waits of up to 5 s. Runs in other processes still race, and are retried and validated by
+    Iceberg as before. Reentrant: a write may call another (a claim's MERGE fallback)."""
     with _LEDGER_LOCKS_GUARD:
         return _LEDGER_LOCKS.setdefault(ledger, threading.RLock())
 
@@ -326,10 +328,16 @@ class Ledger:
                 overwrite_batch(self.spark, self.name, self.pipeline, table, held.batch_id, rows_sql(rows),
                                 held.since, write_id)
         except Exception as exc:
-            if any(m in str(exc) for m in UNVALIDATABLE):
+            mark = "committed" if committed else "staged"
+            why = next((m for m in UNVALIDATABLE if m in str(exc)), None)
+            if why is not None:
+                log.info("table %s: batch %d's %s mark cannot be validated as a rewrite (%s); it is written as a "
+                         "row-level UPDATE", table, held.batch_id, mark, why)
                 return False, None
             if not is_commit_conflict(exc):
                 raise
             self.still_owner(table, held.batch_id, run_id)
+            log.info("table %s: batch %d's %s mark conflicted with a ledger commit of this run (its lease renewal, or "
+                     "a compaction); it is written as a row-level UPDATE", table, held.batch_id, mark)
             return False, None
         return True, snapshot_of_write(self.spark, self.name, write_id)

@@ -4,6 +4,7 @@ after the run's own lease renewal."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import replace
 
@@ -110,14 +111,16 @@ def test_a_mark_refuses_a_batch_another_run_took_over(make_pipe, mark):
     assert {r["run_id"] for r in expected[1]} == {"run-b"}
 
 
-def test_marks_land_after_the_run_s_own_lease_renewal(make_pipe):
+def test_marks_land_after_the_run_s_own_lease_renewal(make_pipe, caplog):
     """The run's own renewal commits to the batch's rows after ``since``: the rewrite conflicts, the batch is still
-    the run's, and the mark is written as the UPDATE instead."""
+    the run's, and the mark is written as the UPDATE instead, which the log says."""
     p, ledger = ledger_of(make_pipe)
     led, table = Ledger(p.spark, ledger, p.cfg.pipeline), p.table.target
     held = claim(led, table, p.topic, "run-a")
     led.renew(table, 1, "run-a")
-    assert led.mark_staged(table, 1, "run-a", staged_ranges(p.topic), None, held=held) is None
+    with caplog.at_level(logging.INFO, logger="cdc.ledger"):
+        assert led.mark_staged(table, 1, "run-a", staged_ranges(p.topic), None, held=held) is None
+    assert f"table {table}: batch 1's staged mark conflicted" in caplog.text
     held = led.mark_staged(table, 1, "run-a", staged_ranges(p.topic), None,
                            held=replace(held, since=led.state(table, None).snapshot_id))
     assert held is not None  # from a snapshot after the renewal, the rewrite lands
