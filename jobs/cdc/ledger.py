@@ -74,9 +74,10 @@ class Ledger:
     def __init__(self, spark: Any, table_name: str, pipeline: str):
         self.spark, self.name, self.pipeline = spark, table_name, pipeline
 
-    def _lock(self, table: str) -> threading.RLock:
-        """What a write of ``table``'s rows holds: the process's lock of this ledger (``ledger_lock``), so the run's
-        own writes, its lease keeper's renewals and the other tables of a group take turns."""
+    def _lock(self) -> threading.RLock:
+        """What every write holds, whichever table's rows it writes: the process's lock of this ledger
+        (``ledger_lock``), so the run's own writes, its lease keeper's renewals and the other tables of a group take
+        turns."""
         return ledger_lock(self.name)
 
     def _where(self, table: str) -> str:
@@ -86,7 +87,7 @@ class Ledger:
         """Run a ledger write; conflicts with other tables' commits are retried, real races are reported."""
         for attempt in range(attempts):
             try:
-                with self._lock(table):
+                with self._lock():
                     self.spark.sql(sql)
                 return
             except Exception as exc:
@@ -203,7 +204,7 @@ class Ledger:
 
         rows = rows_sql(claim_rows(self.pipeline, table, batch_id, mode, ranges, run_id, process_owner()))
         try:
-            with self._lock(table):
+            with self._lock():
                 write_claim(self.spark, self.name, self.pipeline, table, batch_id, rows, seen)
         except Exception as exc:
             if not is_commit_conflict(exc):
@@ -246,7 +247,7 @@ class Ledger:
 
     def _guarded(self, table: str, batch_id: int, run_id: str, what: str, write: Callable[[], Any]) -> None:
         try:
-            with self._lock(table):
+            with self._lock():
                 write()
         except Exception as exc:
             if not is_commit_conflict(exc):
@@ -324,7 +325,7 @@ class Ledger:
         rows = held_rows(self.pipeline, table, held, run_id, process_owner(), committed)
         write_id = uuid.uuid4().hex
         try:
-            with self._lock(table):
+            with self._lock():
                 overwrite_batch(self.spark, self.name, self.pipeline, table, held.batch_id, rows_sql(rows),
                                 held.since, write_id)
         except Exception as exc:
