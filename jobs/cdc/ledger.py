@@ -99,6 +99,11 @@ class Ledger:
                         "probably processing this table. Retry later") from None
                 time.sleep(0.5 * (attempt + 1))
 
+    def _columns(self) -> tuple[str, ...]:
+        """The ledger's columns as this session sees them (what a write is resolved against; no Spark job): a newer
+        version may have added one, which this version's rows leave NULL (``cdc.ledger_write.rows_sql``)."""
+        return tuple(self.spark.table(self.name).columns)
+
     def _fresh(self) -> str:
         """The ledger's name, after dropping Spark/Iceberg's cached metadata for it.
 
@@ -202,7 +207,8 @@ class Ledger:
         ``seen`` (``cdc.ledger_write``); a conflict is left to ``claim``, which reads who won."""
         from cdc.ledger_write import claim_rows, rows_sql, write_claim
 
-        rows = rows_sql(claim_rows(self.pipeline, table, batch_id, mode, ranges, run_id, process_owner()))
+        rows = rows_sql(claim_rows(self.pipeline, table, batch_id, mode, ranges, run_id, process_owner()),
+                        self._columns())
         try:
             with self._lock():
                 write_claim(self.spark, self.name, self.pipeline, table, batch_id, rows, seen)
@@ -214,13 +220,14 @@ class Ledger:
                      run_id: str) -> None:
         """Move the table's cursor to new offsets (``partition → (old cursor, new offset)``) with committed ``reset``
         rows (``cdc.ledger_model``); nothing is read or merged."""
-        from cdc.ledger_write import claim_rows, rows_sql
+        from cdc.ledger_write import claim_rows, columns_sql, rows_sql
 
         zero = dict.fromkeys(("events_read", "events_skipped", "dead_letters", "inserted", "updated", "deleted"), "0L")
         rows = [{**row, "status": "'committed'", **zero, "committed_at": "current_timestamp()"} for row in claim_rows(
             self.pipeline, table, batch_id, "reset",
             [LedgerRange(topic, p, old, new) for p, (old, new) in sorted(moves.items())], run_id, process_owner())]
-        self._write("cursor reset", table, f"INSERT INTO {self.name} {rows_sql(rows)}")
+        have = self._columns()
+        self._write("cursor reset", table, f"INSERT INTO {self.name} ({columns_sql(have)}) {rows_sql(rows, have)}")
 
     def release(self, table: str, batch_id: int, run_id: str) -> None:
         """Withdraw this run's claim of a batch it has not staged (nothing else was written for it)."""
@@ -277,7 +284,7 @@ class Ledger:
         its claim and merges anyway is fenced by the MERGE's conditions."""
         if held is not None:
             now = replace(held, ranges=tuple(ranges), barrier=barrier, staged_at_us=time.time_ns() // 1000)
-            written, since = self._rewrite(table, run_id, now)
+            written, since, _ = self._rewrite(table, run_id, now)
             if written:
                 return None if since is None else replace(now, since=since)
 
@@ -306,39 +313,44 @@ class Ledger:
                 "target_snapshot_id": f"{int(snapshot_id)}L" if snapshot_id is not None else "CAST(NULL AS BIGINT)",
                 "phase_seconds": lit(json.dumps({k: round(v, 3) for k, v in phase_seconds.items()})),
                 "committed_at": "current_timestamp()"}
-        if held is not None and self._rewrite(table, run_id, held, sets)[0]:
-            return
-        self.still_owner(table, batch_id, run_id)
+        owner_checked = False  # a rewrite that conflicted has just asked
+        if held is not None:
+            written, _, owner_checked = self._rewrite(table, run_id, held, sets)
+            if written:
+                return
+        if not owner_checked:
+            self.still_owner(table, batch_id, run_id)
         self._write("commit", table, f"UPDATE {self.name} SET {', '.join(f'{k} = {v}' for k, v in sets.items())} "
                                      f"WHERE {self._where(table)} AND batch_id = {int(batch_id)} "
                                      f"AND run_id = {lit(run_id)}")
 
     def _rewrite(self, table: str, run_id: str, held: "Held",
-                 committed: Mapping[str, str] | None = None) -> tuple[bool, int | None]:
+                 committed: Mapping[str, str] | None = None) -> tuple[bool, int | None, bool]:
         """Write a held batch's rows whole (``held_rows``: staged, or committed with ``committed``'s columns),
-        validated from ``held.since`` (``cdc.ledger_write``): whether they were written, and the ledger snapshot that
-        did (None: not found). Not written: the write could not be validated, or
-        it conflicted while the batch is still this run's (its own lease renewal, a compaction); the caller updates
-        the rows instead. A batch another run took over raises ``ConcurrentRunError``."""
+        validated from ``held.since`` (``cdc.ledger_write``): whether they were written, the ledger snapshot that
+        did (None: not found), and whether the batch's owners were read (after a conflict). Not written: the write
+        could not be validated, or it conflicted while the batch is still this run's (its own lease renewal, a
+        compaction); the caller updates the rows instead. A batch another run took over raises
+        ``ConcurrentRunError``."""
         from cdc.ledger_write import UNVALIDATABLE, held_rows, overwrite_batch, rows_sql, snapshot_of_write
 
-        rows = held_rows(self.pipeline, table, held, run_id, process_owner(), committed)
+        rows = rows_sql(held_rows(self.pipeline, table, held, run_id, process_owner(), committed), self._columns())
         write_id = uuid.uuid4().hex
         try:
             with self._lock():
-                overwrite_batch(self.spark, self.name, self.pipeline, table, held.batch_id, rows_sql(rows),
-                                held.since, write_id)
+                overwrite_batch(self.spark, self.name, self.pipeline, table, held.batch_id, rows, held.since,
+                                write_id)
         except Exception as exc:
             mark = "committed" if committed else "staged"
             why = next((m for m in UNVALIDATABLE if m in str(exc)), None)
             if why is not None:
                 log.info("table %s: batch %d's %s mark cannot be validated as a rewrite (%s); it is written as a "
                          "row-level UPDATE", table, held.batch_id, mark, why)
-                return False, None
+                return False, None, False
             if not is_commit_conflict(exc):
                 raise
             self.still_owner(table, held.batch_id, run_id)
             log.info("table %s: batch %d's %s mark conflicted with a ledger commit of this run (its lease renewal, or "
                      "a compaction); it is written as a row-level UPDATE", table, held.batch_id, mark)
-            return False, None
-        return True, snapshot_of_write(self.spark, self.name, write_id)
+            return False, None, True
+        return True, snapshot_of_write(self.spark, self.name, write_id), False

@@ -53,12 +53,27 @@ class Held:
     staged_at_us: int | None = None  # epoch microseconds; also the claim's renewal (claimed_at) by the staged mark
 
 
-def rows_sql(rows: Sequence[Mapping[str, str]]) -> str:
-    """A query of ledger rows, each given as SQL expressions by column name (a missing column is NULL), in the
-    ledger's column order (``LEDGER_COLUMNS``); pure."""
-    values = ", ".join("(" + ", ".join(r.get(n, f"CAST(NULL AS {t.upper()})") for n, t in LEDGER_COLUMNS) + ")"
-                       for r in rows)
-    return f"SELECT * FROM (VALUES {values}) AS v({', '.join(q(n) for n, _ in LEDGER_COLUMNS)})"
+def rows_sql(rows: Sequence[Mapping[str, str]], table_columns: Sequence[str] = ()) -> str:
+    """A query of ledger rows, each given as SQL expressions by column name (a missing column is NULL), with the
+    columns ``column_names`` lists; pure. Writes name the columns (an overwrite matches them by name, the INSERT lists
+    them, ``columns_sql``), so the ledger's own column order does not matter."""
+    types = dict(LEDGER_COLUMNS)
+    names = column_names(table_columns)
+    values = ", ".join("(" + ", ".join(r.get(n, f"CAST(NULL AS {types[n].upper()})" if n in types else "NULL")
+                                       for n in names) + ")" for r in rows)
+    return f"SELECT * FROM (VALUES {values}) AS v({columns_sql(table_columns)})"
+
+
+def column_names(table_columns: Sequence[str] = ()) -> list[str]:
+    """This version's ledger columns (``LEDGER_COLUMNS``), then any other of ``table_columns`` (the ledger's, as the
+    session sees it: a newer version may have added one, which this version's rows leave NULL); pure."""
+    known = [n for n, _ in LEDGER_COLUMNS]
+    return known + [c for c in table_columns if c not in known]
+
+
+def columns_sql(table_columns: Sequence[str] = ()) -> str:
+    """``column_names`` as a SQL column list; pure."""
+    return ", ".join(q(n) for n in column_names(table_columns))
 
 
 def claim_rows(pipeline: str, table: str, batch_id: int, mode: str, ranges: Sequence[Any], run_id: str,

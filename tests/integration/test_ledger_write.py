@@ -188,3 +188,42 @@ def test_one_process_s_writes_to_the_ledger_take_turns(make_pipe):
     tb.join(120)
     assert not b_committed_while_a_wrote
     assert a.state("table_a", p.topic).cursor == {0: 1} and b.state("table_b", p.topic).cursor == {0: 2}
+
+
+def test_every_ledger_write_lands_on_a_ledger_a_newer_version_gave_another_column(make_pipe):
+    """During a rolling upgrade a newer version may have added a ledger column (ensure_meta_tables adds columns at
+    the end). This version's writes name their columns, so each still lands and leaves the new column NULL: the claim
+    and the marks (whole-row overwrites) and a cursor reset (an INSERT, which a positional column list would fail:
+    "not enough data columns")."""
+    p, ledger = ledger_of(make_pipe)
+    p.spark.sql(f"ALTER TABLE {ledger} ADD COLUMN a_newer_column string")
+    p.spark.sql(f"ALTER TABLE {ledger} ALTER COLUMN events_read FIRST")  # and one out of this version's order
+    led, table = Ledger(p.spark.newSession(), ledger, p.cfg.pipeline), p.table.target
+    held = claim(led, table, p.topic, "run-a")
+    held = led.mark_staged(table, 1, "run-a", staged_ranges(p.topic), None, held=held)
+    assert held is not None
+    led.mark_committed(table, 1, "run-a", {"inserted": 9}, None, {}, held=held)
+    led.reset_cursor(table, p.topic, 2, {0: (10, 4)}, "reset-run")
+    found = rows(p.spark, ledger, p.cfg.pipeline, table)
+    assert [(r["status"], r["run_id"], r["events_read"], r["inserted"], r["a_newer_column"]) for r in found[1]] == [
+        ("committed", "run-a", 9, 9, None), ("committed", "run-a", 0, 9, None)]
+    assert [(r["mode"], r["start_offset"], r["end_offset"], r["events_read"], r["a_newer_column"])
+            for r in found[2]] == [("reset", 10, 4, 0, None)]
+    assert led.state(table, p.topic).cursor == {0: 4, 1: 5}
+
+
+def test_a_committed_mark_after_its_own_lease_renewal_reads_the_owners_once(make_pipe, monkeypatch):
+    """The committed mark's rewrite conflicts with the run's own lease renewal: the ledger asks once whether the
+    batch is still the run's (a Spark job on the ledger) and then writes the UPDATE; it used to ask a second time."""
+    p, ledger = ledger_of(make_pipe)
+    led, table = Ledger(p.spark, ledger, p.cfg.pipeline), p.table.target
+    held = led.mark_staged(table, 1, "run-a", staged_ranges(p.topic), None, held=claim(led, table, p.topic, "run-a"))
+    assert held is not None
+    led.renew(table, 1, "run-a")
+    asked = []
+    real = Ledger.owners
+    monkeypatch.setattr(Ledger, "owners", lambda self, *a: asked.append(a) or real(self, *a))
+    led.mark_committed(table, 1, "run-a", {"inserted": 9}, None, {}, held=held)
+    assert asked == [(table, 1)]
+    assert [(r["status"], r["inserted"]) for r in rows(p.spark, ledger, p.cfg.pipeline, table)[1]] == [
+        ("committed", 9), ("committed", 9)]
