@@ -23,6 +23,7 @@ from cdc.kafka.offsets import is_compacted
 from cdc.kafka.read import ReadSpec
 from cdc.lease import LeaseKeeper, owner_alive, process_owner, renewal_interval
 from cdc.ledger import Ledger, LedgerRange, PendingBatch, TableState
+from cdc.ledger_history import keep_history_short
 from cdc.ledger_write import Held
 from cdc.outcome import TableResult, phase, unwrap_task_error
 from cdc.ordering import Ordering, from_columns, resolve
@@ -58,9 +59,13 @@ def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: 
             return run_table(own, cfg, t, ledger if own is spark else Ledger(own, ledger.name, cfg.pipeline), mode,
                              dry_run, bounds)
 
-        return run_isolated(cfg, tables, mode, one)
-    out = [run_table(spark, cfg, t, ledger, mode, dry_run, bounds) for t in tables]
-    return {"pipeline": cfg.pipeline, "mode": mode, "tables": out}
+        summary = run_isolated(cfg, tables, mode, one)
+    else:
+        summary = {"pipeline": cfg.pipeline, "mode": mode,
+                   "tables": [run_table(spark, cfg, t, ledger, mode, dry_run, bounds) for t in tables]}
+    if not dry_run:
+        keep_history_short(spark, ledger.name)
+    return summary
 
 
 def run_table(spark: Any, cfg: PipelineConfig, t: TableConfig, ledger: Ledger, mode: str, dry_run: bool,

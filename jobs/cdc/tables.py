@@ -183,7 +183,10 @@ def meta_tables_current(spark: Any, namespace: str) -> bool:
 # times behind the others' (they touch different partitions, so the retry always succeeds). A batch's rows are
 # rewritten by an overwrite that must see from a file's bounds that all its rows are the batch's (cdc.ledger_write):
 # the pipeline name's bounds are kept whole (by default strings are cut to 16 characters).
-LEDGER_SETTINGS = {"commit.retry.num-retries": "10", "write.metadata.metrics.column.pipeline": "full"}
+# Its snapshots older than a day are expired by the job itself (cdc.ledger_history): each commit rewrites a metadata
+# file that lists them all.
+LEDGER_SETTINGS = {"commit.retry.num-retries": "10", "write.metadata.metrics.column.pipeline": "full",
+                   "history.expire.max-snapshot-age-ms": str(24 * 3600 * 1000)}
 
 
 def ensure_staging(spark: Any, name: str, columns: Sequence[Column]) -> None:

@@ -134,3 +134,30 @@ def test_a_claim_still_lands_when_a_compacted_file_mixes_a_renamed_pipeline_s_ro
     assert state.next_batch_id == 2
     led.claim(p.table.target, 2, "incremental", [LedgerRange(p.topic, 0, 2, 2)], "run-2", seen=state.snapshot_id)
     assert led.state(p.table.target, None).owners(2) == {"run-2"}
+
+
+def test_maintenance_removes_the_ledger_s_orphan_files_past_their_retention(make_pipe):
+    """The ingest job expires the ledger's old snapshots itself (cdc.ledger_history); a file it could not delete
+    then (credentials without delete permission) is an orphan, which maintenance removes once past the orphan
+    retention, like a target's. A younger one stays (a write in flight may be about to commit it)."""
+    import os
+    import time
+
+    p = make_pipe()
+    p.send(pg("c", 1, {"id": 1, "name": "n1", "bio": None}, 1))
+    p.run()
+    spark, ledger = p.spark, f"lake.{p.cfg.metadata_namespace}.ledger"
+    location = spark.sql(f"DESCRIBE TABLE EXTENDED {ledger}").where("col_name = 'Location'").first()[1]
+    data = os.path.join(location.removeprefix("file:"), "data")
+    old, young = os.path.join(data, "orphan-old.parquet"), os.path.join(data, "orphan-young.parquet")
+    for path in (old, young):
+        with open(path, "wb") as f:
+            f.write(b"PAR1")
+    four_days_ago = time.time() - 4 * 24 * 3600
+    os.utime(old, (four_days_ago, four_days_ago))
+    m = maintenance.Maintenance(spark, p.cfg, args(), datetime.now(timezone.utc))
+    m.run(p.cfg.tables)
+    assert not [s for s in m.steps if s["error"]], m.steps
+    assert not os.path.exists(old) and os.path.exists(young)
+    p.send(pg("c", 2, {"id": 2, "name": "n2", "bio": None}, 2))
+    assert p.run()["inserted"] == 1

@@ -1,0 +1,70 @@
+"""Keep the ledger's snapshot history short: the ingest job expires ledger snapshots older than the ledger's
+``history.expire.max-snapshot-age-ms`` (24 hours unless changed with ``ALTER TABLE ... SET TBLPROPERTIES``).
+
+Every ledger write is an Iceberg commit, and every commit rewrites the table's metadata file, which lists every
+snapshot the table keeps (about 0.85 KB each). A pipeline of 20 tables on the hourly schedule commits to its ledger
+about 70 times an hour (a claim, a staged and a committed mark per table), so with the daily maintenance's 168-hour
+retention its ledger kept about 12,000 snapshots: a 10 MB metadata file that every ledger write writes again and
+every ledger read parses. Measured on this project's 2-core machine (``bench/ledger_history.py``), a ledger write
+and read took several times as long at a week's history as at a few hours'.
+
+The ledger's rows are the audit trail (they are never deleted); its snapshots serve only the validation of writes in
+flight (``cdc.ledger_write``: a write validated from a snapshot that has been expired falls back to the row-level
+statement, which is correct, only slower). So the job, after its tables, expires the ledger's snapshots older than
+that age, together with the files only they reference, once at least ``EXPIRE_AT_LEAST`` of them are due: most runs
+only look (a few Py4J calls, no Spark job). It never fails a run: an error is logged and the next run tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+from cdc.ledger import ledger_lock
+
+log = logging.getLogger("cdc.ledger")
+MAX_AGE_PROPERTY = "history.expire.max-snapshot-age-ms"  # Iceberg's own property, read by its ExpireSnapshots
+MAX_AGE_MS = 24 * 3600 * 1000  # the ledger's, set at creation (cdc.tables.LEDGER_SETTINGS)
+EXPIRE_AT_LEAST = 100  # snapshots due before a run expires them (about 1.5 hours of a 20-table hourly pipeline)
+
+
+def older_than(count: int, timestamp_at: Callable[[int], int], cutoff_ms: int) -> int:
+    """How many of ``count`` entries, in ascending time order (``timestamp_at(i)``), are older than ``cutoff_ms``: a
+    binary search, so a long history costs a few lookups; pure."""
+    lo, hi = 0, count
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if timestamp_at(mid) < cutoff_ms:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def expire_history(spark: Any, ledger: str, now_ms: int | None = None) -> int:
+    """Expire the ledger's snapshots older than its maximum age once ``EXPIRE_AT_LEAST`` are due; how many were due
+    (0: nothing was done). Iceberg keeps at least ``history.expire.min-snapshots-to-keep`` (1) and the current one."""
+    table = spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, ledger)
+    max_age = int(table.properties().getOrDefault(MAX_AGE_PROPERTY, str(MAX_AGE_MS)))
+    cutoff = (time.time_ns() // 1_000_000 if now_ms is None else now_ms) - max_age
+    history = table.history()  # the snapshot log, oldest first
+    due = older_than(history.size(), lambda i: int(history.get(i).timestampMillis()), cutoff)
+    if due < EXPIRE_AT_LEAST:
+        return 0
+    started = time.monotonic()
+    with ledger_lock(ledger):  # one of the process's ledger commits (cdc.ledger.ledger_lock)
+        table.expireSnapshots().expireOlderThan(cutoff).commit()
+    log.info("ledger %s: expired %d snapshots older than %g hours (%s) in %.1f s", ledger, due, max_age / 3.6e6,
+             MAX_AGE_PROPERTY, time.monotonic() - started)
+    return due
+
+
+def keep_history_short(spark: Any, ledger: str) -> None:
+    """``expire_history``, whose failure (e.g. an unreachable file store) is logged, never raised: the run's batches
+    are committed already, and the next run tries again."""
+    try:
+        expire_history(spark, ledger)
+    except Exception as exc:  # noqa: BLE001 - housekeeping after the run's work
+        log.warning("ledger %s: could not expire old snapshots (%s); the next run tries again", ledger,
+                    str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__)
