@@ -18,6 +18,7 @@ only look (a few Py4J calls, no Spark job). It never fails a run: an error is lo
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 from typing import Any, Callable
@@ -33,20 +34,15 @@ EXPIRE_AT_LEAST = 100  # snapshots due before a run expires them (about 1.5 hour
 def older_than(count: int, timestamp_at: Callable[[int], int], cutoff_ms: int) -> int:
     """How many of ``count`` entries, in ascending time order (``timestamp_at(i)``), are older than ``cutoff_ms``: a
     binary search, so a long history costs a few lookups; pure."""
-    lo, hi = 0, count
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if timestamp_at(mid) < cutoff_ms:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    return bisect.bisect_left(range(count), True, key=lambda i: timestamp_at(i) >= cutoff_ms)
 
 
 def expire_history(spark: Any, ledger: str, now_ms: int | None = None) -> int:
     """Expire the ledger's snapshots older than its maximum age once ``EXPIRE_AT_LEAST`` are due; how many were due
     (0: nothing was done). Iceberg keeps at least ``history.expire.min-snapshots-to-keep`` (1) and the current one."""
-    table = spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, ledger)
+    from cdc.tables import iceberg_table
+
+    table = iceberg_table(spark, ledger)
     max_age = int(table.properties().getOrDefault(MAX_AGE_PROPERTY, str(MAX_AGE_MS)))
     cutoff = (time.time_ns() // 1_000_000 if now_ms is None else now_ms) - max_age
     history = table.history()  # the snapshot log, oldest first

@@ -153,7 +153,9 @@ def snapshot_of_write(spark: Any, ledger: str, write_id: str, depth: int = 1000)
     current snapshot of the table the session's catalog holds (Py4J, no Spark job). Other tables' ledger writes may
     have committed after it, so the current snapshot is not enough: a mark validated from a later snapshot would
     miss a take-over committed in between."""
-    table = spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, ledger)
+    from cdc.tables import iceberg_table
+
+    table = iceberg_table(spark, ledger)
     snap = table.currentSnapshot()
     for _ in range(depth):
         if snap is None:

@@ -16,6 +16,7 @@ import pyarrow as pa
 from cdc.config import PipelineConfig, TableConfig
 from cdc.decode.model import Column
 from cdc.layout import staging_columns, target_meta, tombstone_columns
+from cdc.ledger_history import MAX_AGE_MS, MAX_AGE_PROPERTY
 from cdc.ledger_model import (DEAD_LETTER_COLUMNS, LEDGER_COLUMNS, changes_identifier, ddl_of,
                               dead_letters_identifier, ledger_identifier, staging_identifier, tombstones_identifier)
 from cdc.sql import lit, q
@@ -120,12 +121,16 @@ class Snapshot:
     total_records: int
 
 
+def iceberg_table(spark: Any, name: str) -> Any:
+    """The Iceberg ``Table`` (Java, through Py4J) of ``name`` as the session's catalog holds it: no Spark job."""
+    return spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
+
+
 def current_snapshot(spark: Any, name: str) -> Snapshot | None:
     """The current snapshot of an existing table (None: nothing committed yet), from the Iceberg table the session's
     catalog holds: no Spark job, unlike a query of ``<table>.snapshots`` (two per batch, issue 16). After this
     session commits to the table, that is the snapshot it committed."""
-    table = spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
-    snap = table.currentSnapshot()
+    snap = iceberg_table(spark, name).currentSnapshot()
     if snap is None:
         return None
     total = snap.summary().get("total-records")
@@ -168,10 +173,9 @@ def meta_tables_current(spark: Any, namespace: str) -> bool:
     statement); any error reads as no: ``ensure_meta_tables`` then runs its statements, which report it. A catalog
     whose first initialisation failed is initialised again by them (Spark keeps no failed catalog): a run that lost
     the race to upgrade a JDBC catalog's schema goes on (``test_jdbc_catalog``)."""
-    load = spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable
     try:
-        ledger = load(spark._jsparkSession, f"{namespace}.ledger")
-        load(spark._jsparkSession, f"{namespace}.dead_letters")
+        ledger = iceberg_table(spark, f"{namespace}.ledger")
+        iceberg_table(spark, f"{namespace}.dead_letters")
         have = {c.name() for c in ledger.schema().columns()}
         props = ledger.properties()
         return all(name in have for name, _ in LEDGER_COLUMNS) and all(k in props for k in LEDGER_SETTINGS)
@@ -186,7 +190,7 @@ def meta_tables_current(spark: Any, namespace: str) -> bool:
 # Its snapshots older than a day are expired by the job itself (cdc.ledger_history): each commit rewrites a metadata
 # file that lists them all.
 LEDGER_SETTINGS = {"commit.retry.num-retries": "10", "write.metadata.metrics.column.pipeline": "full",
-                   "history.expire.max-snapshot-age-ms": str(24 * 3600 * 1000)}
+                   MAX_AGE_PROPERTY: str(MAX_AGE_MS)}
 
 
 def ensure_staging(spark: Any, name: str, columns: Sequence[Column]) -> None:
