@@ -210,8 +210,10 @@ def many_tables(args: argparse.Namespace, broker: Any, registry: str, tmp: Path,
     aged = None
     if args.ledger_history:  # production's steady state: first a run on a ledger with a week of history
         from bench.ledger_history import age_history
+        from cdc.config import load_config
 
-        age_history(tmp / "wh_many" / "cdc_meta" / "ledger" / "metadata", args.ledger_history,
+        namespace = load_config(many).metadata_namespace  # a hadoop catalog: <warehouse>/<namespace>/<table>
+        age_history(tmp / "wh_many" / namespace / "ledger" / "metadata", args.ledger_history,
                     time.time_ns() // 1_000_000)
         for s in streams:
             s.produce_batch(args.table_events)

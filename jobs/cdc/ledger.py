@@ -45,6 +45,8 @@ T = TypeVar("T")
 log = logging.getLogger("cdc.ledger")
 _CONFLICT_MARKERS = ("ValidationException", "CommitFailedException", "CommitStateUnknownException",
                      "Found conflicting files", "AlreadyExistsException")
+# A write naming fewer columns than the ledger has (``Ledger._by_name``)
+_MISSING_COLUMN = ("CANNOT_FIND_DATA", "Cannot find data for the output column")
 
 
 _LEDGER_LOCKS: dict[str, threading.RLock] = {}
@@ -83,12 +85,16 @@ class Ledger:
     def _where(self, table: str) -> str:
         return f"pipeline = {lit(self.pipeline)} AND table_name = {lit(table)}"
 
-    def _write(self, what: str, table: str, sql: str, attempts: int = 3) -> None:
-        """Run a ledger write; conflicts with other tables' commits are retried, real races are reported."""
+    def _write(self, what: str, table: str, sql: str | Callable[[tuple[str, ...]], str], attempts: int = 3) -> None:
+        """Run a ledger write (``sql``, or its builder from the ledger's columns: ``_by_name``); conflicts with other
+        tables' commits are retried, real races are reported."""
         for attempt in range(attempts):
             try:
-                with self._lock():
-                    self.spark.sql(sql)
+                if callable(sql):
+                    self._by_name(lambda columns: self.spark.sql(sql(columns)))
+                else:
+                    with self._lock():
+                        self.spark.sql(sql)
                 return
             except Exception as exc:
                 if not is_commit_conflict(exc):
@@ -103,6 +109,22 @@ class Ledger:
         """The ledger's columns as this session sees them (what a write is resolved against; no Spark job): a newer
         version may have added one, which this version's rows leave NULL (``cdc.ledger_write.rows_sql``)."""
         return tuple(self.spark.table(self.name).columns)
+
+    def _by_name(self, write: Callable[[tuple[str, ...]], Any]) -> Any:
+        """``write(columns)`` holding the ledger lock, with the ledger's columns read under it. A write names its
+        columns; one that another process (a newer version) added after this session read them fails the write when
+        the ledger is resolved afresh ("Cannot find data for the output column"): it runs once more on the columns
+        of a refreshed ledger."""
+        with self._lock():
+            try:
+                return write(self._columns())
+            except Exception as exc:
+                if not any(m in str(exc) for m in _MISSING_COLUMN):
+                    raise
+            log.info("ledger %s: a column was added while this write was prepared; it is written again",
+                     self.name)
+            self._fresh()
+            return write(self._columns())
 
     def _fresh(self) -> str:
         """The ledger's name, after dropping Spark/Iceberg's cached metadata for it.
@@ -207,11 +229,10 @@ class Ledger:
         ``seen`` (``cdc.ledger_write``); a conflict is left to ``claim``, which reads who won."""
         from cdc.ledger_write import claim_rows, rows_sql, write_claim
 
-        rows = rows_sql(claim_rows(self.pipeline, table, batch_id, mode, ranges, run_id, process_owner()),
-                        self._columns())
+        rows = claim_rows(self.pipeline, table, batch_id, mode, ranges, run_id, process_owner())
         try:
-            with self._lock():
-                write_claim(self.spark, self.name, self.pipeline, table, batch_id, rows, seen)
+            self._by_name(lambda columns: write_claim(self.spark, self.name, self.pipeline, table, batch_id,
+                                                      rows_sql(rows, columns), seen))
         except Exception as exc:
             if not is_commit_conflict(exc):
                 raise
@@ -226,8 +247,8 @@ class Ledger:
         rows = [{**row, "status": "'committed'", **zero, "committed_at": "current_timestamp()"} for row in claim_rows(
             self.pipeline, table, batch_id, "reset",
             [LedgerRange(topic, p, old, new) for p, (old, new) in sorted(moves.items())], run_id, process_owner())]
-        have = self._columns()
-        self._write("cursor reset", table, f"INSERT INTO {self.name} ({columns_sql(have)}) {rows_sql(rows, have)}")
+        self._write("cursor reset", table,
+                    lambda columns: f"INSERT INTO {self.name} ({columns_sql(columns)}) {rows_sql(rows, columns)}")
 
     def release(self, table: str, batch_id: int, run_id: str) -> None:
         """Withdraw this run's claim of a batch it has not staged (nothing else was written for it)."""
@@ -334,12 +355,11 @@ class Ledger:
         ``ConcurrentRunError``."""
         from cdc.ledger_write import UNVALIDATABLE, held_rows, overwrite_batch, rows_sql, snapshot_of_write
 
-        rows = rows_sql(held_rows(self.pipeline, table, held, run_id, process_owner(), committed), self._columns())
+        rows = held_rows(self.pipeline, table, held, run_id, process_owner(), committed)
         write_id = uuid.uuid4().hex
         try:
-            with self._lock():
-                overwrite_batch(self.spark, self.name, self.pipeline, table, held.batch_id, rows, held.since,
-                                write_id)
+            self._by_name(lambda columns: overwrite_batch(self.spark, self.name, self.pipeline, table, held.batch_id,
+                                                          rows_sql(rows, columns), held.since, write_id))
         except Exception as exc:
             mark = "committed" if committed else "staged"
             why = next((m for m in UNVALIDATABLE if m in str(exc)), None)

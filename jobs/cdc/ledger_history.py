@@ -27,34 +27,47 @@ from cdc.ledger import ledger_lock
 
 log = logging.getLogger("cdc.ledger")
 MAX_AGE_PROPERTY = "history.expire.max-snapshot-age-ms"  # Iceberg's own property, read by its ExpireSnapshots
+MIN_KEEP_PROPERTY = "history.expire.min-snapshots-to-keep"  # Iceberg's; it keeps that many newest snapshots
 MAX_AGE_MS = 24 * 3600 * 1000  # the ledger's, set at creation (cdc.tables.LEDGER_SETTINGS)
 EXPIRE_AT_LEAST = 100  # snapshots due before a run expires them (about 1.5 hours of a 20-table hourly pipeline)
 
 
 def older_than(count: int, timestamp_at: Callable[[int], int], cutoff_ms: int) -> int:
     """How many of ``count`` entries, in ascending time order (``timestamp_at(i)``), are older than ``cutoff_ms``: a
-    binary search, so a long history costs a few lookups; pure."""
+    binary search, so a long history costs a few lookups; pure. The snapshot log is only roughly in time order: each
+    entry carries its writer's clock, so with clock skew between hosts the count may be off by the few entries near
+    the cutoff. It only decides whether to expire; which snapshots go is Iceberg's ``expireOlderThan``."""
     return bisect.bisect_left(range(count), True, key=lambda i: timestamp_at(i) >= cutoff_ms)
 
 
+def expirable(count: int, due: int, min_keep: int) -> int:
+    """How many of ``count`` snapshots, ``due`` of them older than the cutoff, Iceberg's expiry removes: it keeps the
+    newest ``min_keep`` (``history.expire.min-snapshots-to-keep``) and always the current one; pure."""
+    return max(0, min(due, count - max(min_keep, 1)))
+
+
 def expire_history(spark: Any, ledger: str, now_ms: int | None = None) -> int:
-    """Expire the ledger's snapshots older than its maximum age once ``EXPIRE_AT_LEAST`` are due; how many were due
-    (0: nothing was done). Iceberg keeps at least ``history.expire.min-snapshots-to-keep`` (1) and the current one."""
+    """Expire the ledger's snapshots older than its maximum age once ``EXPIRE_AT_LEAST`` of them would go; how many
+    snapshot-log entries went (0: nothing was done)."""
     from cdc.tables import iceberg_table
 
     table = iceberg_table(spark, ledger)
-    max_age = int(table.properties().getOrDefault(MAX_AGE_PROPERTY, str(MAX_AGE_MS)))
+    props = table.properties()
+    max_age = int(props.getOrDefault(MAX_AGE_PROPERTY, str(MAX_AGE_MS)))
+    min_keep = int(props.getOrDefault(MIN_KEEP_PROPERTY, "1"))
     cutoff = (time.time_ns() // 1_000_000 if now_ms is None else now_ms) - max_age
-    history = table.history()  # the snapshot log, oldest first
-    due = older_than(history.size(), lambda i: int(history.get(i).timestampMillis()), cutoff)
-    if due < EXPIRE_AT_LEAST:
+    history = table.history()  # the snapshot log, oldest first by each writer's clock (see older_than)
+    count = history.size()
+    due = older_than(count, lambda i: int(history.get(i).timestampMillis()), cutoff)
+    if expirable(count, due, min_keep) < EXPIRE_AT_LEAST:
         return 0
     started = time.monotonic()
     with ledger_lock(ledger):  # one of the process's ledger commits (cdc.ledger.ledger_lock)
         table.expireSnapshots().expireOlderThan(cutoff).commit()
-    log.info("ledger %s: expired %d snapshots older than %g hours (%s) in %.1f s", ledger, due, max_age / 3.6e6,
+    gone = count - table.history().size()  # the table object holds the metadata its expiry committed
+    log.info("ledger %s: expired %d snapshots older than %g hours (%s) in %.1f s", ledger, gone, max_age / 3.6e6,
              MAX_AGE_PROPERTY, time.monotonic() - started)
-    return due
+    return gone
 
 
 def keep_history_short(spark: Any, ledger: str) -> None:

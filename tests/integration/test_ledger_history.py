@@ -74,3 +74,20 @@ def test_a_run_keeps_ledger_snapshots_younger_than_the_maximum_age(make_pipe, mo
     assert snapshots(p.spark, ledger) == before + 3
     props = {r["key"]: r["value"] for r in p.spark.sql(f"SHOW TBLPROPERTIES {ledger}").collect()}
     assert props[ledger_history.MAX_AGE_PROPERTY] == str(24 * 3600 * 1000)
+
+
+def test_a_ledger_that_keeps_more_snapshots_than_are_due_is_not_expired_again_and_again(make_pipe, monkeypatch):
+    """``history.expire.min-snapshots-to-keep`` above the due count: Iceberg would expire nothing, so the run does not
+    try (under the ledger lock, every run); it used to, and to log the due count as expired."""
+    p = make_pipe()
+    ledger = f"lake.{p.cfg.metadata_namespace}.ledger"
+    runs(p, 1, 2)
+    before = snapshots(p.spark, ledger)
+    monkeypatch.setattr(ledger_history, "EXPIRE_AT_LEAST", 2)
+    future = 10**13  # every snapshot is older than a day by then
+    p.spark.sql(f"ALTER TABLE {ledger} SET TBLPROPERTIES ('{ledger_history.MIN_KEEP_PROPERTY}' = '{before - 1}')")
+    assert ledger_history.expire_history(p.spark, ledger, now_ms=future) == 0  # one would go: fewer than 2
+    assert snapshots(p.spark, ledger) == before
+    p.spark.sql(f"ALTER TABLE {ledger} SET TBLPROPERTIES ('{ledger_history.MIN_KEEP_PROPERTY}' = '{before - 3}')")
+    assert ledger_history.expire_history(p.spark, ledger, now_ms=future) == 3  # what went, not what was due
+    assert snapshots(p.spark, ledger) == before - 3

@@ -227,3 +227,28 @@ def test_a_committed_mark_after_its_own_lease_renewal_reads_the_owners_once(make
     assert asked == [(table, 1)]
     assert [(r["status"], r["inserted"]) for r in rows(p.spark, ledger, p.cfg.pipeline, table)[1]] == [
         ("committed", 9), ("committed", 9)]
+
+
+def test_a_write_whose_columns_were_read_before_another_process_added_one_is_retried_on_fresh_ones(
+        make_pipe, monkeypatch):
+    """A newer version (another process) adds a ledger column between this session reading the ledger's columns and
+    its write resolving the ledger (a group's other table refreshed it meanwhile): the write, naming fewer columns than
+    the ledger has, fails ("Cannot find data for the output column"). The ledger reads its columns again after a
+    refresh and writes once more. Each write's first read of the columns is made stale here: the race's timing is
+    the only thing simulated."""
+    p, ledger = ledger_of(make_pipe)
+    led, table = Ledger(p.spark, ledger, p.cfg.pipeline), p.table.target
+    stale = led._columns()
+    p.spark.sql(f"ALTER TABLE {ledger} ADD COLUMN a_newer_column string")
+    reads = []
+    real = Ledger._columns
+    monkeypatch.setattr(Ledger, "_columns", lambda self: stale if reads.append(1) or len(reads) % 2 else real(self))
+    held = claim(led, table, p.topic, "run-a")
+    held = led.mark_staged(table, 1, "run-a", staged_ranges(p.topic), None, held=held)
+    led.mark_committed(table, 1, "run-a", {"inserted": 9}, None, {}, held=held)
+    led.reset_cursor(table, p.topic, 2, {0: (10, 4)}, "reset-run")
+    found = rows(p.spark, ledger, p.cfg.pipeline, table)
+    assert [(r["status"], r["inserted"], r["a_newer_column"]) for r in found[1]] == [
+        ("committed", 9, None), ("committed", 9, None)]
+    assert [(r["mode"], r["end_offset"], r["a_newer_column"]) for r in found[2]] == [("reset", 4, None)]
+    assert len(reads) == 8  # each of the four writes read the columns twice

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cdc.ledger_history import older_than
+from cdc.ledger_history import expirable, older_than
 
 
 def test_counts_the_entries_strictly_older_than_the_cutoff():
@@ -20,3 +20,11 @@ def test_agrees_with_counting_them_one_by_one(times, cutoff):
     got = older_than(len(times), lambda i: looked.append(i) or times[i], cutoff)
     assert got == sum(t < cutoff for t in times)
     assert len(looked) <= max(1, len(times)).bit_length()  # a binary search: a long history costs a few lookups
+
+
+def test_what_expires_leaves_iceberg_s_minimum_and_the_current_snapshot():
+    assert expirable(count=200, due=150, min_keep=1) == 150
+    assert expirable(count=200, due=200, min_keep=1) == 199  # the current snapshot stays
+    assert expirable(count=200, due=200, min_keep=0) == 199
+    assert expirable(count=200, due=150, min_keep=120) == 80
+    assert expirable(count=200, due=150, min_keep=500) == 0
