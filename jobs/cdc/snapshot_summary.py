@@ -40,12 +40,13 @@ def commit_properties(spark: Any, props: Mapping[str, str] | None) -> Iterator[N
     if not props:
         yield
         return
-    jvm = spark.sparkContext._jvm
-    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-    field = jvm.java.lang.Class.forName(_CLASS, True, loader).getDeclaredField("COMMIT_PROPERTIES")
+    from cdc.py4j_classes import java_class
+
+    loader = java_class(spark, "java.lang.Thread").currentThread().getContextClassLoader()
+    field = java_class(spark, "java.lang.Class").forName(_CLASS, True, loader).getDeclaredField("COMMIT_PROPERTIES")
     field.setAccessible(True)
     local = field.get(None)
-    values = jvm.java.util.HashMap()
+    values = java_class(spark, "java.util.HashMap")()
     for k, v in props.items():
         values.put(str(k), str(v))
     local.set(values)

@@ -123,7 +123,9 @@ class Snapshot:
 
 def iceberg_table(spark: Any, name: str) -> Any:
     """The Iceberg ``Table`` (Java, through Py4J) of ``name`` as the session's catalog holds it: no Spark job."""
-    return spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
+    from cdc.py4j_classes import java_class
+
+    return java_class(spark, "org.apache.iceberg.spark.Spark3Util").loadIcebergTable(spark._jsparkSession, name)
 
 
 def current_snapshot(spark: Any, name: str) -> Snapshot | None:
