@@ -178,9 +178,10 @@ def meta_tables_current(spark: Any, namespace: str) -> bool:
     try:
         ledger = iceberg_table(spark, f"{namespace}.ledger")
         iceberg_table(spark, f"{namespace}.dead_letters")
-        have = {c.name() for c in ledger.schema().columns()}
-        props = ledger.properties()
-        return all(name in have for name, _ in LEDGER_COLUMNS) and all(k in props for k in LEDGER_SETTINGS)
+        schema, props = ledger.schema(), ledger.properties()  # looked up, not iterated: the end of a Java iterator
+        # is an exception, which PySpark's handler inspects with a dozen round trips
+        return (all(schema.findField(name) is not None for name, _ in LEDGER_COLUMNS)
+                and all(k in props for k in LEDGER_SETTINGS))
     except Exception:  # noqa: BLE001 - missing (NoSuchTableException) or unreadable: the statements decide
         return False
 

@@ -4,6 +4,8 @@ Python: a lookup that misses comes back as a ``JavaPackage``; and from the JVM: 
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 pytestmark = pytest.mark.integration
@@ -30,9 +32,12 @@ def misses(monkeypatch):
 
 def test_the_job_s_own_java_calls_look_up_no_package_names(spark, misses):
     from cdc.snapshot_summary import commit_properties
-    from cdc.tables import current_snapshot
+    from cdc.tables import current_snapshot, ensure_meta_tables, meta_tables_current
 
     spark.sql("CREATE TABLE lake.py4j.t (id bigint) USING iceberg")
+    ensure_meta_tables(spark, SimpleNamespace(catalog=SimpleNamespace(name="lake"), metadata_namespace="py4j_meta"))
+    misses.clear()  # the first run's lookups of tables that did not exist yet (each error is inspected by name)
+    assert meta_tables_current(spark, "lake.py4j_meta")
     with commit_properties(spark, {"cdc.test": "1"}):
         spark.sql("INSERT INTO lake.py4j.t VALUES (1)")
     snap = current_snapshot(spark, "lake.py4j.t")
