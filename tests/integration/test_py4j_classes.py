@@ -1,6 +1,6 @@
 """``cdc.py4j_classes`` in the session ``cdc.session`` builds: the Java classes the job uses on every table are reached
 without Py4J name lookups that miss (each miss asks every jar on the classpath; see the module). Observed from
-Python: a lookup that misses comes back as a ``JavaPackage``; and from the JVM: the default view's imports."""
+Python: a lookup that misses comes back as a ``JavaPackage``; one that is not made sends no command."""
 
 from __future__ import annotations
 
@@ -46,17 +46,20 @@ def test_the_job_s_own_java_calls_look_up_no_package_names(spark, misses):
     assert misses == []
 
 
-def test_pyspark_s_hot_classes_are_imported_by_name(spark):
-    """PySpark imports their packages with ``*``: a simple name is tried in each package until one has it."""
-    from py4j.java_gateway import JavaObject
-    from py4j.protocol import GATEWAY_SERVER_OBJECT_ID
+def test_pyspark_s_hot_classes_are_bound_by_their_simple_names(spark, monkeypatch):
+    """PySpark looks them up by simple name for every ``F.col``, each a round trip whose first try (the bare name)
+    misses; bound on the JVM view they are Python attributes: no round trip, and the same classes."""
+    from py4j.java_gateway import GatewayClient, JavaClass
+    from pyspark.sql import functions as F
 
     from cdc.py4j_classes import PYSPARK_CLASSES
 
-    server = JavaObject(GATEWAY_SERVER_OBJECT_ID, spark.sparkContext._gateway._gateway_client)
-    singles = server.getGateway().getDefaultJVMView().getSingleImportsMap()
-    assert {name.rsplit(".", 1)[1]: str(singles.get(name.rsplit(".", 1)[1])) for name in PYSPARK_CLASSES} == {
-        name.rsplit(".", 1)[1]: name for name in PYSPARK_CLASSES}
-    from pyspark.sql import functions as F
-
+    sent = []
+    real = GatewayClient.send_command
+    monkeypatch.setattr(GatewayClient, "send_command", lambda self, command, *a, **k: sent.append(command) or real(
+        self, command, *a, **k))
+    bound = {name.rsplit(".", 1)[1]: getattr(spark._jvm, name.rsplit(".", 1)[1]) for name in PYSPARK_CLASSES}
+    assert sent == []
+    assert {n: (type(c), c._fqn) for n, c in bound.items()} == {
+        name.rsplit(".", 1)[1]: (JavaClass, name) for name in PYSPARK_CLASSES}
     assert spark.range(3).select((F.col("id") + F.lit(1)).alias("x")).agg(F.expr("sum(x)")).first()[0] == 6
