@@ -13,7 +13,7 @@ writes the whole file again). Then it times the ledger work of one table's batch
 * **write**: a cursor reset (``Ledger.reset_cursor``: one commit, which writes the metadata file again).
 
 with the week's history, and again after ``cdc.ledger_history.expire_history`` cut it to the ledger's 24 hours
-(timed too, and once more for the ``EXPIRE_AT_LEAST`` snapshots a run finds due in the steady state). Prints the
+(timed too, and once more for the ``EXPIRE_AT_LEAST`` snapshots a run finds to expire in the steady state). Prints the
 medians and their ratio. Not in ``make bench`` (a ledger this old never occurs there).
 """
 
@@ -128,12 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         week = {"read": timed(args.rounds, read), "write": timed(args.rounds, write)}
         spark.catalog.refreshTable(name)
         t0 = time.perf_counter()
-        due = expire_history(spark, name)
+        gone = expire_history(spark, name)
         expire_s = time.perf_counter() - t0
         spark.catalog.refreshTable(name)
         left = spark.sql(f"SELECT count(*) FROM {name}.snapshots").first()[0]
         day = {"read": timed(args.rounds, read), "write": timed(args.rounds, write)}
-        # the steady state: a run finds EXPIRE_AT_LEAST snapshots due (about every 1.5 hours of 20 hourly tables)
+        # the steady state: a run finds EXPIRE_AT_LEAST snapshots to expire (about every 1.5 hours of 20 hourly tables)
         age_history(metadata, EXPIRE_AT_LEAST, time.time_ns() // 1_000_000)
         spark.catalog.refreshTable(name)
         t0 = time.perf_counter()
@@ -142,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
     print(f"ledger of {args.tables} tables with {args.snapshots:,} older snapshots over 168 h "
           f"(metadata file {size_mb:.1f} MB); medians of {args.rounds} rounds")
-    print(f"expire_history: {due:,} snapshots due, expired in {expire_s:.1f} s; {left:,} left")
-    print(f"steady state: {steady} snapshots due, expired in {steady_s:.2f} s")
+    print(f"expire_history: {gone:,} snapshots expired in {expire_s:.1f} s; {left:,} left")
+    print(f"steady state: {steady} snapshots expired in {steady_s:.2f} s")
     print("| op | week of history | after expiry | ratio |")
     print("|---|---|---|---|")
     for op in ("read", "write"):

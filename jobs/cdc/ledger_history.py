@@ -3,7 +3,7 @@
 
 Every ledger write is an Iceberg commit, and every commit rewrites the table's metadata file, which lists every
 snapshot the table keeps (about 0.85 KB each). A pipeline of 20 tables on the hourly schedule commits to its ledger
-about 70 times an hour (a claim, a staged and a committed mark per table), so with the daily maintenance's 168-hour
+60-70 times an hour (a claim, a staged and a committed mark per table, and the leases' renewals), so with the daily maintenance's 168-hour
 retention its ledger kept about 12,000 snapshots: an 11 MB metadata file that every ledger write writes again and
 every ledger read parses. Measured on this project's 2-core machine, a ledger read took 2.1–3.2× and a write
 2.0–3.0× as long with a week's history as with a day's (``bench/ledger_history.py``), and a run of 20 tables × 1,000
@@ -12,7 +12,7 @@ events 75–89 s instead of 39–41 s (``bench/ingest_bench.py --ledger-history 
 The ledger's rows are the audit trail (they are never deleted); its snapshots serve only the validation of writes in
 flight (``cdc.ledger_write``: a write validated from a snapshot that has been expired falls back to the row-level
 statement, which is correct, only slower). So the job, after its tables, expires the ledger's snapshots older than
-that age, together with the files only they reference, once at least ``EXPIRE_AT_LEAST`` of them are due: most runs
+that age, together with the files only they reference, once at least ``EXPIRE_AT_LEAST`` of them would go: most runs
 only look (a few Py4J calls, no Spark job). It never fails a run: an error is logged and the next run tries again.
 """
 
@@ -29,7 +29,7 @@ log = logging.getLogger("cdc.ledger")
 MAX_AGE_PROPERTY = "history.expire.max-snapshot-age-ms"  # Iceberg's own property, read by its ExpireSnapshots
 MIN_KEEP_PROPERTY = "history.expire.min-snapshots-to-keep"  # Iceberg's; it keeps that many newest snapshots
 MAX_AGE_MS = 24 * 3600 * 1000  # the ledger's, set at creation (cdc.tables.LEDGER_SETTINGS)
-EXPIRE_AT_LEAST = 100  # snapshots due before a run expires them (about 1.5 hours of a 20-table hourly pipeline)
+EXPIRE_AT_LEAST = 100  # snapshots that would go before a run expires them (about 1.5 hours of a 20-table hourly pipeline)
 
 
 def older_than(count: int, timestamp_at: Callable[[int], int], cutoff_ms: int) -> int:
@@ -48,10 +48,11 @@ def expirable(count: int, due: int, min_keep: int) -> int:
 
 def expire_history(spark: Any, ledger: str, now_ms: int | None = None) -> int:
     """Expire the ledger's snapshots older than its maximum age once ``EXPIRE_AT_LEAST`` of them would go; how many
-    snapshot-log entries went (0: nothing was done)."""
+    snapshots went (0: nothing was done)."""
     from cdc.tables import iceberg_table
 
     table = iceberg_table(spark, ledger)
+    table.refresh()  # the catalog's table may predate other processes' ledger commits
     props = table.properties()
     max_age = int(props.getOrDefault(MAX_AGE_PROPERTY, str(MAX_AGE_MS)))
     min_keep = int(props.getOrDefault(MIN_KEEP_PROPERTY, "1"))
@@ -63,8 +64,9 @@ def expire_history(spark: Any, ledger: str, now_ms: int | None = None) -> int:
         return 0
     started = time.monotonic()
     with ledger_lock(ledger):  # one of the process's ledger commits (cdc.ledger.ledger_lock)
-        table.expireSnapshots().expireOlderThan(cutoff).commit()
-    gone = count - table.history().size()  # the table object holds the metadata its expiry committed
+        expiry = table.expireSnapshots().expireOlderThan(cutoff)
+        gone = expiry.apply().size()  # the snapshots Iceberg removes (other processes may commit meanwhile)
+        expiry.commit()
     log.info("ledger %s: expired %d snapshots older than %g hours (%s) in %.1f s", ledger, gone, max_age / 3.6e6,
              MAX_AGE_PROPERTY, time.monotonic() - started)
     return gone

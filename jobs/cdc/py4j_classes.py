@@ -6,18 +6,18 @@ that asks its class loader for a class of that name: ``org``, ``org.apache``, ``
 on the classpath again (a simple name like ``org`` is first tried in each package PySpark imports with ``*``). PySpark
 itself looks up ``functions`` this way for every ``F.col``/``F.lit``/``F.expr``, and ``PythonSQLUtils`` for every
 DataFrame it builds from Python. Measured in a local session on this project's 2-core machine: a lookup of
-``Spark3Util`` took 2.5-3.5 ms, ``F.col`` 1.8-3.0 ms and ``F.expr`` 2.1-4.0 ms; with the classes below imported by
-name 0.56 and 1.06 ms, bound as Python attributes (``import_pyspark_classes``) 0.42 ms for ``F.col``; ``java_class``
-takes no round trip at all. A small batch makes a hundred such calls; in a job of 20 tables at once the Py4J thread's
-misses were 7 % of the JVM's samples (JFR), and the job took 12 % less CPU without them (``bench/ingest_bench.py``
-target 3: 90.8 -> 79-80 CPU s).
+``Spark3Util`` took 2.5-3.5 ms and ``F.col`` 1.8-3.0 ms; with ``functions`` bound as a Python attribute
+(``import_pyspark_classes``) ``F.col`` takes 0.4 ms, and ``java_class`` makes no round trip at all. A small batch
+made about 130 such lookups; in a job of 20 tables at once the Py4J thread's misses were 7 % of the JVM's samples
+(JFR), and without them the job took about 10 % less time and CPU (``bench/ingest_bench.py`` target 3, interleaved
+runs: 50.3-51.7 s / 88-91 CPU s -> 45.6-46.5 s / 80-81 CPU s).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-# Classes PySpark looks up by simple name in the tables' hot paths: imported by name, each is one lookup that hits
+# Classes PySpark looks up by simple name in the tables' hot paths: bound on the JVM view, none is looked up
 PYSPARK_CLASSES = (
     "org.apache.spark.sql.functions",  # every pyspark.sql.functions call
     "org.apache.spark.sql.api.python.PythonSQLUtils",  # DataFrames built from Python (createDataFrame, Arrow)
@@ -29,7 +29,9 @@ PYSPARK_CLASSES = (
 def import_pyspark_classes(spark: Any) -> None:
     """Bind ``PYSPARK_CLASSES`` on the session's JVM view by their simple names, as the classes PySpark's ``*``
     imports resolve them to: ``spark._jvm.functions`` is then a Python attribute instead of a round trip whose
-    first try, the bare name, misses (Py4J's ``TypeUtil.getClass`` tries it before any import)."""
+    first try, the bare name, misses (Py4J's ``TypeUtil.getClass`` tries it before any import). The attributes
+    shadow the view's lookups of these names: a later ``java_import`` of another class by one of them has no
+    effect."""
     for name in PYSPARK_CLASSES:
         setattr(spark._jvm, name.rsplit(".", 1)[1], java_class(spark, name))
 
@@ -39,4 +41,4 @@ def java_class(spark: Any, name: str) -> Any:
     as ``java_class(spark, "java.util.HashMap")()`` or ``.staticMethod(...)``."""
     from py4j.java_gateway import JavaClass
 
-    return JavaClass(name, spark.sparkContext._gateway._gateway_client)
+    return JavaClass(name, spark._jvm._gateway_client)  # the view's own gateway, whatever SparkContext holds now

@@ -60,6 +60,8 @@ def test_pyspark_s_hot_classes_are_bound_by_their_simple_names(spark, monkeypatc
         self, command, *a, **k))
     bound = {name.rsplit(".", 1)[1]: getattr(spark._jvm, name.rsplit(".", 1)[1]) for name in PYSPARK_CLASSES}
     assert sent == []
+    F.col("id"), F.lit(1), F.expr("id + 1")  # PySpark's own lookups (sc._jvm.functions) are attribute hits too
+    assert sent and not [c for c in sent if c.startswith("r\nu\n")]  # calls, no name lookups
     assert {n: (type(c), c._fqn) for n, c in bound.items()} == {
         name.rsplit(".", 1)[1]: (JavaClass, name) for name in PYSPARK_CLASSES}
     assert spark.range(3).select((F.col("id") + F.lit(1)).alias("x")).agg(F.expr("sum(x)")).first()[0] == 6
