@@ -240,7 +240,9 @@ class Ledger:
     def reset_cursor(self, table: str, topic: str, batch_id: int, moves: Mapping[int, tuple[int, int]],
                      run_id: str) -> None:
         """Move the table's cursor to new offsets (``partition → (old cursor, new offset)``) with committed ``reset``
-        rows (``cdc.ledger_model``); nothing is read or merged."""
+        rows (``cdc.ledger_model``); nothing is read or merged. A commit whose state Iceberg cannot tell is retried
+        (``_write``): should the first have landed, the rows are there twice, under the same batch id with the same
+        ends, and the cursor is the same (the newest row per partition by batch id)."""
         from cdc.ledger_write import claim_rows, columns_sql, rows_sql
 
         zero = dict.fromkeys(("events_read", "events_skipped", "dead_letters", "inserted", "updated", "deleted"), "0L")

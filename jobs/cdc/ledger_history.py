@@ -3,11 +3,11 @@
 
 Every ledger write is an Iceberg commit, and every commit rewrites the table's metadata file, which lists every
 snapshot the table keeps (about 0.85 KB each). A pipeline of 20 tables on the hourly schedule commits to its ledger
-60-70 times an hour (a claim, a staged and a committed mark per table, and the leases' renewals), so with the daily maintenance's 168-hour
-retention its ledger kept about 12,000 snapshots: an 11 MB metadata file that every ledger write writes again and
-every ledger read parses. Measured on this project's 2-core machine, a ledger read took 2.1–3.2× and a write
-2.0–3.0× as long with a week's history as with a day's (``bench/ledger_history.py``), and a run of 20 tables × 1,000
-events 75–89 s instead of 39–41 s (``bench/ingest_bench.py --ledger-history 11760``).
+60-70 times an hour (a claim, a staged and a committed mark per table, and the leases' renewals), so with the daily
+maintenance's 168-hour retention its ledger kept about 12,000 snapshots: an 11 MB metadata file that every ledger
+write writes again and every ledger read parses. Measured on this project's 2-core machine, a ledger read took
+2.1–3.2× and a write 2.0–3.0× as long with a week's history as with a day's (``bench/ledger_history.py``), and a run
+of 20 tables × 1,000 events 75–89 s instead of 39–41 s (``bench/ingest_bench.py --ledger-history 11760``).
 
 The ledger's rows are the audit trail (they are never deleted); its snapshots serve only the validation of writes in
 flight (``cdc.ledger_write``: a write validated from a snapshot that has been expired falls back to the row-level
@@ -29,7 +29,8 @@ log = logging.getLogger("cdc.ledger")
 MAX_AGE_PROPERTY = "history.expire.max-snapshot-age-ms"  # Iceberg's own property, read by its ExpireSnapshots
 MIN_KEEP_PROPERTY = "history.expire.min-snapshots-to-keep"  # Iceberg's; it keeps that many newest snapshots
 MAX_AGE_MS = 24 * 3600 * 1000  # the ledger's, set at creation (cdc.tables.LEDGER_SETTINGS)
-EXPIRE_AT_LEAST = 100  # snapshots that would go before a run expires them (about 1.5 hours of a 20-table hourly pipeline)
+# snapshots that would go before a run expires them (about 1.5 hours of a 20-table hourly pipeline)
+EXPIRE_AT_LEAST = 100
 
 
 def older_than(count: int, timestamp_at: Callable[[int], int], cutoff_ms: int) -> int:

@@ -7,7 +7,7 @@ on the classpath again (a simple name like ``org`` is first tried in each packag
 itself looks up ``functions`` this way for every ``F.col``/``F.lit``/``F.expr``, and ``PythonSQLUtils`` for every
 DataFrame it builds from Python. Measured in a local session on this project's 2-core machine: a lookup of
 ``Spark3Util`` took 2.5-3.5 ms and ``F.col`` 1.8-3.0 ms; with ``functions`` bound as a Python attribute
-(``import_pyspark_classes``) ``F.col`` takes 0.4 ms, and ``java_class`` makes no round trip at all. A small batch
+(``bind_pyspark_classes``) ``F.col`` takes 0.4 ms, and ``java_class`` makes no round trip at all. A small batch
 made about 130 such lookups; in a job of 20 tables at once the Py4J thread's misses were 7 % of the JVM's samples
 (JFR), and without them the job took about 10 % less time and CPU (``bench/ingest_bench.py`` target 3, interleaved
 runs: 50.3-51.7 s / 88-91 CPU s -> 45.6-46.5 s / 80-81 CPU s).
@@ -26,7 +26,7 @@ PYSPARK_CLASSES = (
 )
 
 
-def import_pyspark_classes(spark: Any) -> None:
+def bind_pyspark_classes(spark: Any) -> None:
     """Bind ``PYSPARK_CLASSES`` on the session's JVM view by their simple names, as the classes PySpark's ``*``
     imports resolve them to: ``spark._jvm.functions`` is then a Python attribute instead of a round trip whose
     first try, the bare name, misses (Py4J's ``TypeUtil.getClass`` tries it before any import). The attributes

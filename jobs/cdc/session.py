@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 
 from cdc import jars
 from cdc.config import PipelineConfig
-from cdc.py4j_classes import import_pyspark_classes
+from cdc.py4j_classes import bind_pyspark_classes
 
 DEFAULT_MASTER = "local[*]"
 # A local master's JVM (driver and executors in one) compiles with C1 only: a micro-batch is a few dozen short
@@ -216,7 +216,7 @@ def build_session(cfg: PipelineConfig, app_name: str = "cdc-ingest", master: str
     for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
-    import_pyspark_classes(spark)  # PySpark's hot Java names without class-loader misses (cdc.py4j_classes)
+    bind_pyspark_classes(spark)  # PySpark's hot Java names without class-loader misses (cdc.py4j_classes)
     spark.sparkContext.setLogLevel(os.environ.get("CDC_SPARK_LOG_LEVEL", "WARN"))
     ship_wheels(spark.sparkContext)
     return spark

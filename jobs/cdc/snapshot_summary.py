@@ -16,6 +16,8 @@ import contextlib
 import json
 from typing import Any, Iterator, Mapping, Sequence
 
+from cdc.py4j_classes import java_class
+
 BATCH_ID = "cdc.batch-id"
 PIPELINE = "cdc.pipeline"
 END_OFFSETS = "cdc.end-offsets"  # {"<topic>": {"<partition>": end offset (exclusive)}}, as --end-offsets takes it
@@ -40,8 +42,6 @@ def commit_properties(spark: Any, props: Mapping[str, str] | None) -> Iterator[N
     if not props:
         yield
         return
-    from cdc.py4j_classes import java_class
-
     loader = java_class(spark, "java.lang.Thread").currentThread().getContextClassLoader()
     field = java_class(spark, "java.lang.Class").forName(_CLASS, True, loader).getDeclaredField("COMMIT_PROPERTIES")
     field.setAccessible(True)

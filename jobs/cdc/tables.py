@@ -19,6 +19,7 @@ from cdc.layout import staging_columns, target_meta, tombstone_columns
 from cdc.ledger_history import MAX_AGE_MS, MAX_AGE_PROPERTY
 from cdc.ledger_model import (DEAD_LETTER_COLUMNS, LEDGER_COLUMNS, changes_identifier, ddl_of,
                               dead_letters_identifier, ledger_identifier, staging_identifier, tombstones_identifier)
+from cdc.py4j_classes import java_class
 from cdc.sql import lit, q
 from cdc.table_layout import (REQUIRED_PROPERTIES, TableLayout, partition_changes, partitioning_of,
                                property_changes, sort_order_text)
@@ -123,8 +124,6 @@ class Snapshot:
 
 def iceberg_table(spark: Any, name: str) -> Any:
     """The Iceberg ``Table`` (Java, through Py4J) of ``name`` as the session's catalog holds it: no Spark job."""
-    from cdc.py4j_classes import java_class
-
     return java_class(spark, "org.apache.iceberg.spark.Spark3Util").loadIcebergTable(spark._jsparkSession, name)
 
 

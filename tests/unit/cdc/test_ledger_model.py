@@ -41,3 +41,10 @@ def test_known_servers_per_partition_none_recorded_is_absent():
     rows = [{"partition": 0, "server_ids": '["1"]'}, {"partition": 0, "server_ids": '["2", "1"]'},
             {"partition": 1, "server_ids": None}, {"partition": 2, "server_ids": "[]"}, {"partition": 3}]
     assert known_servers(rows) == {0: {"1", "2"}, 2: set()}
+
+
+def test_a_reset_written_twice_moves_the_cursor_as_once():
+    """``Ledger.reset_cursor`` retries its INSERT when Iceberg cannot tell whether the commit landed
+    (CommitStateUnknownException); if it had, the reset's rows are there twice: same batch id, same ends."""
+    once = [row(1, 0, 50), row(2, 0, 10, mode="reset"), row(2, 1, 4, mode="reset")]
+    assert committed_cursor(once + once[1:], "a.b") == committed_cursor(once, "a.b") == {"t": {0: 10, 1: 4}}
