@@ -19,9 +19,10 @@ Every job run is the whole ``python jobs/ingest.py`` process (Spark start-up inc
 6. peer: run 1's events/s vs consume + fastavro decode + last change per key + pyiceberg ``delete`` + ``upsert``
    into a table pre-loaded with the same rows (goal ≥ 3×).
 
-Results: a table on stdout, ``bench/results/<date>.json`` and ``.md``. The defaults took 5 minutes on the idle 2-core
-machine (27 under a load average of 16); the issue's sizes (``--events 1000000 --preload 5000000``) take longer,
-mostly generating and pre-loading the 5M rows (the generator holds the snapshot in memory, several GB).
+Results: a table on stdout, ``bench/results/<date>.json`` and ``.md`` (``<date>-2`` and on for later runs of the day).
+The defaults took 5 minutes on the idle 2-core machine (27 under a load average of 16); the issue's sizes
+(``--events 1000000 --preload 5000000``) take longer, mostly generating and pre-loading the 5M rows (the generator
+holds the snapshot in memory, several GB).
 """
 
 from __future__ import annotations

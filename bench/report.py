@@ -66,10 +66,21 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def write(result: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:
+def result_paths(out_dir: Path, suffix: str = "", day: str | None = None) -> tuple[Path, Path]:
+    """``<date>[-suffix].json`` and ``.md`` in ``out_dir``, or with ``-2``, ``-3``, ... when a run of the same day
+    wrote those already (an earlier run's figures may be cited by the README: never overwritten)."""
+    stem = (day or datetime.now(timezone.utc).strftime("%Y-%m-%d")) + (f"-{suffix}" if suffix else "")
+    for n in range(1, 1000):
+        name = stem if n == 1 else f"{stem}-{n}"
+        js, md = out_dir / f"{name}.json", out_dir / f"{name}.md"
+        if not js.exists() and not md.exists():
+            return js, md
+    raise FileExistsError(f"{out_dir}: 999 result files named {stem}; pass another --out")
+
+
+def write(result: dict[str, Any], out_dir: Path, suffix: str = "") -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    js, md = out_dir / f"{stem}.json", out_dir / f"{stem}.md"
+    js, md = result_paths(out_dir, suffix)
     js.write_text(json.dumps(result, indent=1, default=str) + "\n")
     md.write_text(markdown(result))
     return js, md

@@ -156,12 +156,8 @@ def main(argv: list[str] | None = None) -> int:
               "command": "python bench/scale_bench.py " + shlex.join(argv or sys.argv[1:]), "args": vars(args),
               "seconds": round(time.perf_counter() - t0), "targets": rows, "details": {"scale": runs}}
     print("\n".join(report.table_lines(rows)))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = f"{datetime.now(timezone.utc):%Y-%m-%d}-scale"
-    (out / f"{stem}.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
-    (out / f"{stem}.md").write_text(report.markdown(result))
-    print(f"bench-scale: {result['seconds']} s; results in {out / stem}.json and .md")
+    js, md = report.write(result, Path(args.out), "scale")
+    print(f"bench-scale: {result['seconds']} s; results in {js} and {md}")
     return 0
 
 
