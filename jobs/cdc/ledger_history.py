@@ -42,8 +42,9 @@ def older_than(count: int, timestamp_at: Callable[[int], int], cutoff_ms: int) -
 
 
 def expirable(count: int, due: int, min_keep: int) -> int:
-    """How many of ``count`` snapshots, ``due`` of them older than the cutoff, Iceberg's expiry removes: it keeps the
-    newest ``min_keep`` (``history.expire.min-snapshots-to-keep``) and always the current one; pure."""
+    """How many of ``count`` snapshots, ``due`` of them older than the cutoff, Iceberg's expiry removes at most: it
+    keeps the newest ``min_keep`` (``history.expire.min-snapshots-to-keep``) and always the current one; pure. The
+    main branch only: other branches and tags may keep more (``expire_history`` asks Iceberg before it commits)."""
     return max(0, min(due, count - max(min_keep, 1)))
 
 
@@ -66,7 +67,11 @@ def expire_history(spark: Any, ledger: str, now_ms: int | None = None) -> int:
     started = time.monotonic()
     with ledger_lock(ledger):  # one of the process's ledger commits (cdc.ledger.ledger_lock)
         expiry = table.expireSnapshots().expireOlderThan(cutoff)
-        gone = expiry.apply().size()  # the snapshots Iceberg removes (other processes may commit meanwhile)
+        # What Iceberg removes (from the table's metadata, no file is read): fewer than ``expirable`` when branches
+        # or tags keep some (their own retention), or when other processes committed meanwhile
+        gone = expiry.apply().size()
+        if gone < EXPIRE_AT_LEAST:
+            return 0
         expiry.commit()
     log.info("ledger %s: expired %d snapshots older than %g hours (%s) in %.1f s", ledger, gone, max_age / 3.6e6,
              MAX_AGE_PROPERTY, time.monotonic() - started)

@@ -91,3 +91,23 @@ def test_a_ledger_that_keeps_more_snapshots_than_are_due_is_not_expired_again_an
     p.spark.sql(f"ALTER TABLE {ledger} SET TBLPROPERTIES ('{ledger_history.MIN_KEEP_PROPERTY}' = '{before - 3}')")
     assert ledger_history.expire_history(p.spark, ledger, now_ms=future) == 3  # what went, not what was due
     assert snapshots(p.spark, ledger) == before - 3
+
+
+def test_snapshots_a_branch_keeps_are_not_expired_again_and_again(make_pipe, monkeypatch, caplog):
+    """A branch of the ledger (e.g. an auditor's) with its own retention keeps the snapshots the main branch's
+    count says are due: Iceberg would remove none, so the run commits no expiry (it used to, every run, and log it)."""
+    p = make_pipe()
+    ledger = f"lake.{p.cfg.metadata_namespace}.ledger"
+    runs(p, 1, 2)
+    before = snapshots(p.spark, ledger)
+    monkeypatch.setattr(ledger_history, "EXPIRE_AT_LEAST", 2)
+    p.spark.sql(f"ALTER TABLE {ledger} CREATE BRANCH audit WITH SNAPSHOT RETENTION {before} SNAPSHOTS")
+    metadata = p.spark.sql(f"SELECT count(*) FROM {ledger}.metadata_log_entries").first()[0]
+    with caplog.at_level(logging.INFO, logger="cdc.ledger"):
+        assert ledger_history.expire_history(p.spark, ledger, now_ms=10**13) == 0
+    assert "expired" not in caplog.text
+    p.spark.catalog.refreshTable(ledger)
+    assert p.spark.sql(f"SELECT count(*) FROM {ledger}.metadata_log_entries").first()[0] == metadata  # no commit
+    assert snapshots(p.spark, ledger) == before
+    p.spark.sql(f"ALTER TABLE {ledger} DROP BRANCH audit")
+    assert ledger_history.expire_history(p.spark, ledger, now_ms=10**13) == before - 1  # the current one stays
