@@ -9,8 +9,10 @@ seconds. The
 first measured batches warm the JVM (class loading, code generation); the last shows the steady state an Airflow run
 of an already-started application would see. ``--whole-process``: the measured batch is one ``jobs/ingest.py``
 process instead (Spark start-up and every cold statement included, as ``make bench`` runs it), profiled from Spark's
-event log; the gaps between executions are Python, Py4J and Kafka time. Not a benchmark (no ratio): an explanation
-of one.
+event log; the gaps between executions are Python, Py4J and Kafka time. In-session, it also prints the JVM's CPU
+of the last batch by thread (``bench.procs.ThreadCpu``: statement threads, Spark tasks, JIT, GC, ...), its Janino
+compilations and, with ``--rules N``, the N slowest Catalyst rules. Not a benchmark (no ratio): an explanation of
+one.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from bench.procs import cpu_seconds  # noqa: E402
+from bench.procs import ThreadCpu, cpu_seconds  # noqa: E402
 from bench.workload import Stream, pipeline_yaml  # noqa: E402
 
 
@@ -123,6 +125,13 @@ def whole_process(cfg_path: Path, tmp: str, py_spy: str | None = None, idle: boo
         last = when + secs
 
 
+def print_rules(dump: str, top: int) -> None:
+    """The header and the ``top`` slowest rules of ``RuleExecutor.dumpTimeSpent()`` (already sorted by time)."""
+    lines = dump.splitlines()
+    print("\nCatalyst rules in the last batch (RuleExecutor.dumpTimeSpent):")
+    print("\n".join(lines[:top + 6]))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=100)
@@ -133,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=json.loads, default={}, help="JSON object of more batch: settings")
     ap.add_argument("--spark-conf", type=json.loads, default={}, help="JSON object of more spark: settings")
     ap.add_argument("--whole-process", action="store_true", help="measure the last batch as one jobs/ingest.py")
+    ap.add_argument("--rules", type=int, default=0, metavar="N",
+                    help="print the N Catalyst rules that took the most time in the last batch (analysis, "
+                         "optimization, AQE: Spark's RuleExecutor metering)")
     ap.add_argument("--py-spy", metavar="FILE", help="with --whole-process: record the driver's Python stacks into FILE (needs `pip install py-spy`)")
     ap.add_argument("--cpu-only", action="store_true", help="with --py-spy: only stacks that run on a CPU (no waits)")
     args = ap.parse_args(argv)
@@ -168,15 +180,32 @@ def main(argv: list[str] | None = None) -> int:
         for s in streams:
             s.produce_preload(args.preload)
         run_batch(spark, cfg, cfg.tables, isolate=True)
+        from cdc.py4j_classes import java_class
+
+        metering = java_class(spark, "org.apache.spark.sql.catalyst.rules.RuleExecutor")
+        codegen = java_class(spark, "org.apache.spark.metrics.source.CodegenMetrics")
         for n in range(args.batches):
             for s in streams:
                 s.produce_batch(args.events)
             rec.start()
+            metering.resetMetrics()
+            sampler = ThreadCpu(jvm_pid).start()
+            compiled = codegen.METRIC_COMPILATION_TIME().getCount()
             t0, c0 = time.perf_counter(), cpu_seconds(jvm_pid, children=True)
             out = run_batch(spark, cfg, cfg.tables, isolate=True)
             wall, used = time.perf_counter() - t0, cpu_seconds(jvm_pid, children=True) - c0
+            threads = sampler.stop()
+            compiled = codegen.METRIC_COMPILATION_TIME().getCount() - compiled
             print(f"batch {n + 1}: {wall:.2f} s, JVM CPU {used:.1f} s (with its children)",
                   {t["table"]: t["seconds"] for t in out["tables"]}, flush=True)
+        top = sorted(threads.items(), key=lambda kv: -kv[1])[:12]
+        print(f"\nJVM CPU of the last batch by thread ({sum(threads.values()):.1f} s):",
+              ", ".join(f"{k} {v:.1f}" for k, v in top if v >= 0.05))
+        timing = codegen.METRIC_COMPILATION_TIME().getSnapshot()
+        print(f"Janino compilations in the last batch: {compiled}, {timing.getMean():.0f} ms each (mean of the "
+              f"session's; max {timing.getMax()} ms)")
+        if args.rules:
+            print_rules(metering.dumpTimeSpent(), args.rules)
         calls = rec.calls()
         print(f"\nlast batch: {len(calls)} SQL executions, {sum(c[2] for c in calls)} Spark jobs, "
               f"{sum(c[1] for c in calls):.2f} s of {wall:.2f} s wall")
