@@ -48,13 +48,20 @@ def _rss(pid: int) -> int:
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def _stat(path: str, children: bool = False) -> tuple[str, float]:
+    """A process's or thread's ``stat`` file (``/proc/<pid>[/task/<tid>]/stat``): its name and user + system CPU
+    seconds, with its waited-for children's when ``children``. Raises OSError when it is gone."""
+    with open(path) as f:
+        head, rest = f.read().rsplit(")", 1)  # the name, in parentheses, may hold spaces and parentheses
+    fields = rest.split()
+    return head.split("(", 1)[1], sum(int(x) for x in fields[11:15 if children else 13]) / TICKS
+
+
 def cpu_seconds(pid: int, children: bool = False) -> float:
     """User + system CPU seconds of ``pid`` so far (0 when it is gone); ``children``: with those of its children it
     has waited for (a JVM's forked commands)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return sum(int(x) for x in fields[11:15 if children else 13]) / TICKS
+        return _stat(f"/proc/{pid}/stat", children)[1]
     except (OSError, IndexError, ValueError):
         return 0.0
 
@@ -72,13 +79,10 @@ def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
         return out
     for tid in tasks:
         try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                head, rest = f.read().rsplit(")", 1)
-        except OSError:
+            name, used = _stat(f"/proc/{pid}/task/{tid}/stat")
+        except OSError:  # ended meanwhile
             continue
-        fields = rest.split()
-        out[int(tid)] = (re.sub(r"\d+", "#", head.split("(", 1)[1]).strip(),
-                         (int(fields[11]) + int(fields[12])) / TICKS)
+        out[int(tid)] = (re.sub(r"\d+", "#", name).strip(), used)
     return out
 
 

@@ -126,10 +126,12 @@ def whole_process(cfg_path: Path, tmp: str, py_spy: str | None = None, idle: boo
 
 
 def print_rules(dump: str, top: int) -> None:
-    """The header and the ``top`` slowest rules of ``RuleExecutor.dumpTimeSpent()`` (already sorted by time)."""
-    lines = dump.splitlines()
+    """The totals and the ``top`` slowest rules of ``RuleExecutor.dumpTimeSpent()``: its header lines (up to the
+    one naming the columns, ``Rule ...``), then its rules, already sorted by time."""
+    lines = [line for line in dump.splitlines() if line.strip()]
+    columns = next(i for i, line in enumerate(lines) if line.startswith("Rule "))
     print("\nCatalyst rules in the last batch (RuleExecutor.dumpTimeSpent):")
-    print("\n".join(lines[:top + 6]))
+    print("\n".join(lines[:columns + 1 + top]))
 
 
 def main(argv: list[str] | None = None) -> int:
