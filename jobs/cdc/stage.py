@@ -66,10 +66,20 @@ def stage(spark: Any, spec: ReadSpec, chunks: Sequence[Chunk], names: TableNames
     mine = set(df.columns)  # columns the reader does not write (e.g. cdc.pk_moves' __moved) stay NULL, typed
     df = df.select(*[F.col(q(f.name)) if f.name in mine else F.lit(None).cast(f.dataType).alias(f.name)
                      for f in have])
-    df.writeTo(names.staging).overwritePartitions()
+    write_staging(df if read is None else df.coalesce(1), names.staging)
     if read is None or not any(b.num_rows for b in read):  # nothing read: an earlier attempt's rows of this batch
         return None  # id may remain (an empty overwrite commits nothing), and batch_stats counts what is staged
     return arrow_batch_stats(read, spec.ordering.columns, {f.name for f in have})
+
+
+def write_staging(df: Any, staging: str) -> None:
+    """Overwrite the batch's staging partition with ``df`` (rows of one ``batch_id``), each task writing its own rows.
+
+    Iceberg's default for a partitioned table (``distribution-mode`` hash) would shuffle the rows by partition first,
+    and as they all hold the one ``batch_id``, a single task then wrote every row of the batch: a shuffle of the
+    whole batch (raw bytes included) and a write on one core. Rows of one partition need no clustering, so each read
+    task (one chunk) writes its file directly; a batch the driver read is written by one task, as one file."""
+    df.writeTo(staging).option("distribution-mode", "none").overwritePartitions()
 
 
 def staged_key_and_ordering(spark: Any, staging: str) -> tuple[tuple[str, ...], Ordering]:

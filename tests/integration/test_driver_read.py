@@ -119,3 +119,30 @@ def test_a_batch_of_large_rows_falls_back_to_spark_tasks(make_pipe, monkeypatch)
     assert (s["status"], s["inserted"]) == ("committed", 50)
     assert tasks == [p.table.target]  # the Spark-task read ran
     assert p.rows()[49] == ("x" * 500, None)
+
+
+def staged_files(p: Pipe, batch_id: int) -> list[int]:
+    """Rows per data file of one batch's staging partition (Iceberg's ``files`` metadata table)."""
+    from cdc.tables import names
+
+    staging = names(p.cfg, p.table).staging
+    p.spark.catalog.refreshTable(staging)
+    return sorted(r[0] for r in p.spark.sql(f"SELECT record_count FROM {staging}.files "
+                                            f"WHERE `partition`.batch_id = {batch_id}").collect())
+
+
+def test_each_read_task_writes_its_own_staging_file(make_pipe):
+    """The staging write is not shuffled (``cdc.stage.write_staging``): each Spark task writes the chunk it read, so
+    a batch of three chunks is three files; with Iceberg's default hash distribution every row of the batch went
+    to one writer task first (one file). A batch the driver read is one file."""
+    tasks = make_pipe(batch={"driver_read_max_records": 0, "chunk_size": 3})
+    tasks.send(*(pg("c", i, row(i, f"n{i}"), 100 + i) for i in range(8)))
+    s = tasks.run()
+    assert (s["status"], s["inserted"]) == ("committed", 8)
+    assert staged_files(tasks, s["batch_id"]) == [2, 3, 3]
+    driver = make_pipe()
+    driver.send(*(pg("c", i, row(i, f"n{i}"), 100 + i) for i in range(8)))
+    s = driver.run()
+    assert (s["status"], s["inserted"]) == ("committed", 8)
+    assert staged_files(driver, s["batch_id"]) == [8]
+    assert driver.rows() == tasks.rows() == {i: (f"n{i}", None) for i in range(8)}
