@@ -127,6 +127,14 @@ def iceberg_table(spark: Any, name: str) -> Any:
     return java_class(spark, "org.apache.iceberg.spark.Spark3Util").loadIcebergTable(spark._jsparkSession, name)
 
 
+def added_records(spark: Any, name: str) -> int | None:
+    """Rows the table's current snapshot added (its summary's ``added-records``; None: no snapshot, or not said), as
+    the session's catalog holds it: after this session's write, what that write committed."""
+    snap = iceberg_table(spark, name).currentSnapshot()
+    added = None if snap is None else snap.summary().get("added-records")
+    return None if added is None else int(added)
+
+
 def current_snapshot(spark: Any, name: str) -> Snapshot | None:
     """The current snapshot of an existing table (None: nothing committed yet), from the Iceberg table the session's
     catalog holds: no Spark job, unlike a query of ``<table>.snapshots`` (two per batch, issue 16). After this

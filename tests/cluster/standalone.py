@@ -173,12 +173,14 @@ def start_cluster(base: Path, workers: int = 2, timeout: float = 120) -> Iterato
 
 
 def app_properties(event_log_dir: Path) -> list[dict[str, Any]]:
-    """Per application in the event log directory: its Spark properties and the executors/hosts that ran tasks."""
+    """Per application in the event log directory: its Spark properties, the executors/hosts that ran tasks and the
+    descriptions of its SQL executions (e.g. ``collect at .../cdc/stage.py:140``)."""
     apps = []
     for f in sorted(event_log_dir.iterdir()):
         props: dict[str, str] = {}
         task_executors: set[str] = set()
         executor_hosts: dict[str, str] = {}
+        executions: list[str] = []
         for line in f.read_text().splitlines():
             ev = json.loads(line)
             kind = ev.get("Event")
@@ -189,6 +191,8 @@ def app_properties(event_log_dir: Path) -> list[dict[str, Any]]:
                 executor_hosts[ev["Executor ID"]] = ev["Executor Info"]["Host"]
             elif kind == "SparkListenerTaskEnd":
                 task_executors.add(ev["Task Info"]["Executor ID"])
+            elif kind and kind.endswith("SparkListenerSQLExecutionStart"):
+                executions.append(ev.get("description", ""))
         apps.append({"file": f.name, "properties": props, "task_executors": task_executors,
-                     "executor_hosts": executor_hosts})
+                     "executor_hosts": executor_hosts, "executions": executions})
     return apps

@@ -67,6 +67,9 @@ def assert_ran_on_the_cluster(event_log: Path, master_url: str) -> None:
     cluster_executors = {e for e in app["task_executors"] if e != "driver"}
     assert cluster_executors, app  # the reader tasks ran in executors the workers launched
     assert {app["executor_hosts"][e] for e in cluster_executors} == {"127.0.0.1"}
+    # the executors' reader tasks counted the batch (cdc.stage.TaskCounts): no query of the staged rows counted it
+    assert not [d for d in app["executions"] if "cdc/stage.py" in d], app["executions"]
+    assert any("overwritePartitions" in d for d in app["executions"]), app["executions"]  # (the log has them)
 
 
 @pytest.fixture(scope="module")

@@ -109,9 +109,9 @@ def test_a_batch_of_large_rows_falls_back_to_spark_tasks(make_pipe, monkeypatch)
     tasks = []
     real = cdc.stage.map_chunks
 
-    def spy(spec):
+    def spy(spec, *rest):
         tasks.append(spec.table)
-        return real(spec)
+        return real(spec, *rest)
 
     monkeypatch.setattr(cdc.stage, "map_chunks", spy)
     monkeypatch.setattr(driver_read, "MAX_BYTES", 1000)  # a few rows' worth
@@ -146,3 +146,35 @@ def test_each_read_task_writes_its_own_staging_file(make_pipe):
     assert (s["status"], s["inserted"]) == ("committed", 8)
     assert staged_files(driver, s["batch_id"]) == [8]
     assert driver.rows() == tasks.rows() == {i: (f"n{i}", None) for i in range(8)}
+
+
+def test_a_batch_read_by_tasks_is_counted_by_them(make_pipe, monkeypatch):
+    """The read tasks count what they stage (``cdc.stage.TaskCounts``): per partition (chunks of two offsets, so
+    several chunks per partition) the same counts, positions, TOAST columns, truncate and PK moves as
+    ``batch_stats``' query of the staged rows (just after staging: the merge adds PK moves' images), and no such
+    query runs in the job."""
+    import cdc.run
+    from cdc.stage import batch_stats, staged_key_and_ordering
+
+    p = make_pipe(partitions=2, batch={"driver_read_max_records": 0, "chunk_size": 2}, on_bad_record="dead_letter",
+                  max_dead_letter_ratio=0.5)
+    p.send(pg("c", 1, row(1, "a", "long"), 100), (b'{"id": 9}', b"not json"), pg("c", 2, row(2, "b"), 110),
+           pg("u", 1, row(1, "a2", PLACEHOLDER), 120), partition=0)
+    p.send(pg("c", 3, row(3, "c"), 105), pg("d", 3, row(3, "c"), 130), tombstone(3),
+           with_header(pg("d", 5, row(5, "e"), 140), "__debezium.newkey", 6),
+           with_header(pg("c", 6, row(6, "e"), 140), "__debezium.oldkey", 5), partition=1)
+    counted, queried, real = [], [], cdc.run.stage
+
+    def spy(spark, spec, chunks, names, *rest):
+        counted.append(real(spark, spec, chunks, names, *rest))
+        queried.append(batch_stats(spark, names.staging, spec.batch_id, staged_key_and_ordering(
+            spark, names.staging)[1].columns))
+        return counted[-1]
+
+    monkeypatch.setattr(cdc.run, "stage", spy)
+    monkeypatch.setattr(cdc.run, "batch_stats", lambda *a, **k: pytest.fail("the staged batch was counted again"))
+    s = p.run()
+    assert (s["status"], s["events_read"], s["dead_letters"]) == ("committed", 9, 1)
+    assert counted[0] is not None and counted[0].partitions.keys() == {0, 1}
+    assert counted == queried
+    assert counted[0].toast_columns == ("bio",) and counted[0].moves == (1, 1)

@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 from cdc.decode.model import Column
 from cdc.kafka.driver_read import arrow_frame
 from cdc.layout import staging_columns
-from cdc.stage import SKIPPED, arrow_batch_stats, batch_stats
+from cdc.kafka.read import Chunk
+from cdc.stage import (SKIPPED, ChunkAggregates, TaskCounts, aggregates, arrow_batch_stats, batch_stats,
+                       merge_aggregates, stats_of)
 from cdc.tables import arrow_schema, ensure_staging, spark_schema
 
 pytestmark = pytest.mark.integration
@@ -64,6 +66,8 @@ def test_stats_of_rows_in_hand_equal_the_sql_stats_of_the_staged_rows(spark, rec
     OUTCOMES.append(expected is TypeError)
     parts = [batch.slice(0, cut), batch.slice(cut)]  # a driver read hands over several record batches
     assert outcome(lambda: arrow_batch_stats(parts, ORDERING, have)) == expected
+    # read tasks count chunk by chunk (cdc.stage.TaskCounts): the parts' aggregates merged are the whole's
+    assert outcome(lambda: stats_of(merge_aggregates([aggregates([b], ORDERING) for b in parts]), have)) == expected
 
 
 def outcome(stats):
@@ -120,3 +124,31 @@ def test_batches_of_different_schemas_are_counted_column_by_column():
     bare = full.drop_columns(["__old_key", "__new_key"])
     stats = arrow_batch_stats([full, bare], ORDERING, set(full.schema.names))
     assert stats.moves == (1, 0) and stats.partitions[1].events_read == 2 and stats.toast_columns == ("bio",)
+
+
+def test_task_counts_stand_only_when_every_chunk_reported_the_rows_staged(spark):
+    """``TaskCounts.stats`` (the driver, after a task read's staging write) answers only when every chunk reported
+    and their rows are the staging write's ``added-records``; else None, and ``batch_stats`` counts the staged rows.
+    A chunk that reports twice (a task attempt run again) counts once."""
+    staging = f"lake.stats.staging_{next(_tables)}"
+    cols = staging_columns(ROW, ORDERING, ["id"])
+    ensure_staging(spark, staging, cols)
+    records = [{"partition": 0, "kind": "change", "op": op, "o0": 1, "o1": i, "server": "1", "unavailable": None,
+                "old": False, "new": False} for i, op in enumerate("cud")]
+    batch = arrow_rows(records, 4)
+    arrow_frame(spark, iter([batch]), arrow_schema(cols), spark_schema(cols)).writeTo(staging).overwritePartitions()
+    have = {f.name for f in spark.table(staging).schema.fields}
+    chunks = [Chunk("t", 0, 0, 2), Chunk("t", 0, 2, 3)]
+
+    def counts(*reports):
+        c = TaskCounts(spark.sparkContext.accumulator({}, ChunkAggregates()), ORDERING)
+        for chunk, rows in reports:
+            assert list(c.counted(chunk, iter([rows]))) == [rows]  # passed on as they are
+        return c.stats(spark, chunks, staging, have)
+
+    first, rest = batch.slice(0, 2), batch.slice(2)
+    assert counts((chunks[0], first)) is None  # a chunk did not report
+    assert counts((chunks[0], first.slice(1)), (chunks[1], rest)) is None  # 2 rows reported, 3 staged
+    expected = batch_stats(spark, staging, 4, ORDERING)
+    assert counts((chunks[0], first), (chunks[1], rest)) == expected
+    assert counts((chunks[0], first), (chunks[1], rest), (chunks[0], first)) == expected

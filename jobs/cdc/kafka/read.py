@@ -13,7 +13,7 @@ the reason (dead letters). With ``on_bad_record: fail`` a bad record fails the t
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -218,14 +218,18 @@ def read_chunk(spec: ReadSpec, chunk: Chunk, consumer: Any | None = None) -> Ite
             consumer.close()
 
 
-def map_chunks(spec: ReadSpec):  # type: ignore[no-untyped-def]
-    """The function for ``DataFrame.mapInArrow``: input rows are chunks (topic, partition, start, end)."""
+def map_chunks(spec: ReadSpec, counted: Callable[[Chunk, Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+               | None = None):  # type: ignore[no-untyped-def]
+    """The function for ``DataFrame.mapInArrow``: input rows are chunks (topic, partition, start, end). ``counted``
+    (``cdc.stage.TaskCounts.counted``) sees each chunk's batches on their way out."""
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
             for c in b.to_pylist():
+                chunk = Chunk(c["topic"], c["partition"], c["start"], c["end"])
                 try:
-                    yield from read_chunk(spec, Chunk(c["topic"], c["partition"], c["start"], c["end"]))
+                    out = read_chunk(spec, chunk)
+                    yield from (out if counted is None else counted(chunk, out))
                 except CdcError as exc:  # re-raised in the driver by class name; see cdc.outcome.unwrap_task_error
                     raise RuntimeError(f"[cdc:{type(exc).__name__}] {exc}") from None
 
