@@ -159,6 +159,10 @@ def _newest(a: tuple[Any, ...] | None, b: tuple[Any, ...] | None) -> tuple[Any, 
     return a if b is None or (a is not None and _order(a) >= _order(b)) else b
 
 
+def _lowest(a: Sequence[Any], b: Sequence[Any]) -> list[Any]:
+    return [v if lo is None else lo if v is None else min(lo, v) for lo, v in zip(a, b)]  # SQL min: NULLs ignored
+
+
 def aggregates(batches: Sequence[pa.RecordBatch], ordering: Sequence[str]) -> dict[int, dict[str, Any]]:
     """``batch_stats``' aggregates of staged rows, per Kafka partition, named as its query names them (pure)."""
     from cdc.layout import KIND, NEW_KEY, OLD_KEY, OP, PARTITION, SERVER_ID, UNAVAILABLE
@@ -187,7 +191,7 @@ def aggregates(batches: Sequence[pa.RecordBatch], ordering: Sequence[str]) -> di
         a["m"] = _newest(a["m"], pos)
         if op[i] == "t":
             a["t"] = _newest(a["t"], pos)
-        a["lo"] = [v if lo is None else lo if v is None else min(lo, v) for lo, v in zip(a["lo"], pos)]
+        a["lo"] = _lowest(a["lo"], pos)
         if server[i] is not None:
             a["sv"].add(server[i])
         a["mo"] += old_key[i] is not None
@@ -208,7 +212,7 @@ def merge_aggregates(parts: Iterable[Mapping[int, Mapping[str, Any]]]) -> dict[i
                 o[k] += a[k]
             o["u"].extend(c for c in a["u"] if c not in o["u"])
             o["m"], o["t"] = _newest(o["m"], a["m"]), _newest(o["t"], a["t"])
-            o["lo"] = [v if lo is None else lo if v is None else min(lo, v) for lo, v in zip(o["lo"], a["lo"])]
+            o["lo"] = _lowest(o["lo"], a["lo"])
             o["sv"] |= a["sv"]
     return out
 

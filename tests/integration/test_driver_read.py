@@ -150,7 +150,7 @@ def test_each_read_task_writes_its_own_staging_file(make_pipe):
 
 def test_a_batch_read_by_tasks_is_counted_by_them(make_pipe, monkeypatch):
     """The read tasks count what they stage (``cdc.stage.TaskCounts``): per partition (chunks of two offsets, so
-    several chunks per partition) the same counts, positions, TOAST columns, truncate and PK moves as
+    several chunks per partition) the same counts, positions, server ids, TOAST columns and PK moves as
     ``batch_stats``' query of the staged rows (just after staging: the merge adds PK moves' images), and no such
     query runs in the job."""
     import cdc.run
