@@ -11,8 +11,9 @@ of an already-started application would see. ``--whole-process``: the measured b
 process instead (Spark start-up and every cold statement included, as ``make bench`` runs it), profiled from Spark's
 event log; the gaps between executions are Python, Py4J and Kafka time. In-session, it also prints the JVM's CPU
 of the last batch by thread (``bench.procs.ThreadCpu``: statement threads, Spark tasks, JIT, GC, ...), its Janino
-compilations and, with ``--rules N``, the N slowest Catalyst rules. Not a benchmark (no ratio): an explanation of
-one.
+compilations, with ``--rules N`` the N slowest Catalyst rules and, with ``--jvm-stacks``, the driver JVM's busy
+threads by activity (analysis, planning, code generation, tasks, Iceberg commits, ...: ``bench.jvm_stacks``).
+Not a benchmark (no ratio): an explanation of one.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
+from bench.jvm_stacks import StackSampler, report as jvm_report  # noqa: E402
 from bench.procs import ThreadCpu, cpu_seconds  # noqa: E402
 from bench.workload import Stream, pipeline_yaml  # noqa: E402
 
@@ -147,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rules", type=int, default=0, metavar="N",
                     help="print the N Catalyst rules that took the most time in the last batch (analysis, "
                          "optimization, AQE: Spark's RuleExecutor metering)")
+    ap.add_argument("--jvm-stacks", action="store_true",
+                    help="sample the driver JVM's thread dumps during the last batch and print its busy threads by "
+                         "activity (bench.jvm_stacks)")
     ap.add_argument("--py-spy", metavar="FILE", help="with --whole-process: record the driver's Python stacks into FILE (needs `pip install py-spy`)")
     ap.add_argument("--cpu-only", action="store_true", help="with --py-spy: only stacks that run on a CPU (no waits)")
     args = ap.parse_args(argv)
@@ -193,8 +198,11 @@ def main(argv: list[str] | None = None) -> int:
             metering.resetMetrics()
             sampler = ThreadCpu(jvm_pid).start()
             compiled = codegen.METRIC_COMPILATION_TIME().getCount()
+            stacks = StackSampler(rec.base).start() if args.jvm_stacks and n == args.batches - 1 else None
             t0, c0 = time.perf_counter(), cpu_seconds(jvm_pid, children=True)
             out = run_batch(spark, cfg, cfg.tables, isolate=True)
+            if stacks is not None:
+                stacks.stop()
             wall, used = time.perf_counter() - t0, cpu_seconds(jvm_pid, children=True) - c0
             threads = sampler.stop()
             compiled = codegen.METRIC_COMPILATION_TIME().getCount() - compiled
@@ -206,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         timing = codegen.METRIC_COMPILATION_TIME().getSnapshot()
         print(f"Janino compilations in the last batch: {compiled}, {timing.getMean():.0f} ms each (mean of the "
               f"session's; max {timing.getMax()} ms)")
+        if stacks is not None:
+            print("\n" + jvm_report(stacks.stacks, stacks.dumps))
         if args.rules:
             print_rules(metering.dumpTimeSpent(), args.rules)
         calls = rec.calls()
