@@ -102,4 +102,3 @@ def report(stacks: Sequence[Sequence[str]], dumps: int, top: int = 12) -> str:
         lines.append("  innermost frames of 'other':")
         lines += [f"          {n:6d}  {frame}" for frame, n in other.most_common(top)]
     return "\n".join(lines)
-
