@@ -94,10 +94,10 @@ def report(stacks: Sequence[Sequence[str]], dumps: int, top: int = 12) -> str:
     """Busy samples by activity, with their share, and the ``top`` innermost frames of the "other" ones; pure."""
     if not stacks:
         return f"JVM stacks: no busy thread in {dumps} thread dumps"
-    by = Counter(activity(s) for s in stacks)
+    kinds = [activity(s) for s in stacks]
     lines = [f"JVM stacks: {len(stacks)} busy thread samples in {dumps} thread dumps, by activity:"]
-    lines += [f"  {n / len(stacks):6.1%}  {n:6d}  {name}" for name, n in by.most_common()]
-    other = Counter(s[0].split("(")[0] for s in stacks if activity(s) == "other")
+    lines += [f"  {n / len(stacks):6.1%}  {n:6d}  {name}" for name, n in Counter(kinds).most_common()]
+    other = Counter(s[0].split("(")[0] for s, kind in zip(stacks, kinds) if kind == "other")
     if other:
         lines.append("  innermost frames of 'other':")
         lines += [f"          {n:6d}  {frame}" for frame, n in other.most_common(top)]

@@ -191,7 +191,6 @@ def main(argv: list[str] | None = None) -> int:
 
         metering = java_class(spark, "org.apache.spark.sql.catalyst.rules.RuleExecutor")
         codegen = java_class(spark, "org.apache.spark.metrics.source.CodegenMetrics")
-        stacks = None
         for n in range(args.batches):
             for s in streams:
                 s.produce_batch(args.events)

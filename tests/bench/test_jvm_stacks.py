@@ -1,6 +1,6 @@
 """bench.jvm_stacks: the driver JVM's busy threads by activity, from the Spark UI's REST thread dumps.
 
-The frames are from a real dump of a profiled 20-table batch. The sampler test serves dumps from a local HTTP server
+The frames are abridged from real dumps of a profiled 20-table batch. The sampler test serves dumps from a local HTTP server
 instead of a Spark UI: the test process's shared SparkSession runs without a UI (local sessions disable it)."""
 
 import json
