@@ -24,8 +24,8 @@ from cdc.merge import (MergeSpec, changes_sql, classify_sql, merge_target_sql, m
 from cdc.sql import tuple_cmp_literal
 from cdc.stage import BatchStats
 from cdc.table_layout import TableLayout
-from cdc.tables import (EPOCHS_PROPERTY, TableNames, current_snapshot, ensure_target, ensure_tombstones, gc_horizon,
-                         snapshot_id, target_epochs)
+from cdc.tables import (EPOCHS_PROPERTY, TableNames, current_snapshot, ensure_target, ensure_tombstones,
+                         fresh_snapshot_id, gc_horizon, snapshot_id, target_epochs)
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,9 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
 
     spec = prepare_moves(spark, spec, row_columns, stats.moves)  # PK moves: headers, images (cdc.pk_moves)
     changes = moved_toast_sql(spec, fill_moved_sql(spec, changes_sql(spec)))
+    # The tombstones as classification reads them (the session's catalog caches the table; a later snapshot means a
+    # tombstone may have been committed since, which the MERGE must then re-check: late_tombstones)
+    classified_from = None if soft else snapshot_id(spark, names.tombstones)
     classified = spark.sql(classify_sql(spec, newest_sql(spec, changes))).localCheckpoint()
     actions = action_counts(classified, stats.events_read <= filters.driver_read_max_records)
     checkpoint("after_classify")  # a writer that stalls here and merges late is fenced by the MERGE conditions
@@ -88,8 +91,9 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
     classified.createOrReplaceTempView(view)
     try:
         if any(actions.get(a) for a in ("insert", "update", "delete", "tombstone")):
+            late = not soft and fresh_snapshot_id(spark, names.tombstones) != classified_from
             with bloom_filtered(spark, 0 < filters.bloom_filter_min_target_rows <= rows):
-                spark.sql(merge_target_sql(spec, view))
+                spark.sql(merge_target_sql(spec, view, late_tombstones=late))
             checkpoint("after_merge")
             if not soft and (actions.get("delete") or actions.get("tombstone")):
                 spark.sql(merge_tombstones_sql(spec, view))

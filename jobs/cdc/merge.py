@@ -21,8 +21,9 @@ batch gives the same table as an uninterrupted run:
    ``__deleted = true``, is the tombstone.
 
 *Fencing*: every clause of both MERGEs re-checks, against the table as it is when the MERGE commits, that the change
-is newer than what is stored (row or tombstone). A writer that lost its claim (lease expiry, a long pause) and merges
-late can therefore never move a key backwards.
+is newer than what is stored (row or tombstone), and the target MERGE drops changes that a tombstone committed since
+classification overrules (``merge_target_sql``'s ``late_tombstones``). A writer that lost its claim (lease expiry, a
+long pause) and merges late can therefore never move a key backwards.
 
 "Newer" is ``newer_sql``: a strictly greater *position* (``cdc.layout.position_columns``): the source log position,
 then Kafka partition and offset, in every comparison (within a batch, against the table, against tombstones).
@@ -255,8 +256,12 @@ def _meta_assignments(spec: MergeSpec) -> list[tuple[str, str]]:
     ]
 
 
-def merge_target_sql(spec: MergeSpec, classified: str) -> str:
-    """MERGE the classified changes into the target table; every clause re-checks "newer" (fencing)."""
+def merge_target_sql(spec: MergeSpec, classified: str, late_tombstones: bool = True) -> str:
+    """MERGE the classified changes into the target table; every clause re-checks "newer" (fencing).
+
+    ``late_tombstones`` (hard deletes): drop the changes that a tombstone at or after their position overrules, read
+    as the MERGE reads the tombstones. Classification already skipped those of the tombstones it read, so the caller
+    leaves it out (one join and one scan fewer) when it knows no tombstone was committed since (``cdc.apply``)."""
     meta = _meta_assignments(spec)
     row = [(c, f"s.{q(c)}") for c in spec.columns if c not in spec.key]
     on = key_join("t", "s", spec.key)
@@ -270,7 +275,7 @@ def merge_target_sql(spec: MergeSpec, classified: str) -> str:
         return f"INSERT ({', '.join(q(c) for c, _ in pairs)}) VALUES ({', '.join(v for _, v in pairs)})"
 
     src = f"(SELECT * FROM {classified} WHERE `__action` <> 'skip')"
-    if spec.tombstones and not spec.soft:  # a tombstone written since classification wins over older changes
+    if spec.tombstones and not spec.soft and late_tombstones:  # one written since classification wins over older changes
         k0 = q(spec.key[0])
         tombstones = near(spec, spec.tombstones, f"SELECT * FROM {classified}")
         src = (f"(SELECT c.* FROM {classified} c LEFT JOIN {tombstones} d ON {key_join('c', 'd', spec.key)} "

@@ -152,6 +152,16 @@ def snapshot_id(spark: Any, name: str) -> int | None:
     return None if snap is None else snap.snapshot_id
 
 
+def fresh_snapshot_id(spark: Any, name: str) -> int | None:
+    """The id of the table's current snapshot as its catalog has it now (None: nothing committed yet). The session's
+    catalog caches a table as it last loaded or wrote it (Iceberg's ``cache-enabled``); this refreshes that cached
+    table first, so other processes' commits count, and the session's later statements read the table as refreshed."""
+    table = iceberg_table(spark, name)
+    table.refresh()
+    snap = table.currentSnapshot()
+    return None if snap is None else int(snap.snapshotId())
+
+
 def ensure_meta_tables(spark: Any, cfg: PipelineConfig) -> None:
     """Create the ledger and dead-letter tables, or bring a ledger of an older version up to this one."""
     n = f"{cfg.catalog.name}.{cfg.metadata_namespace}"

@@ -247,6 +247,31 @@ def test_scenario_04_a_stale_writer_cannot_regress_a_row(make_pipe, monkeypatch)
     assert p.rows() == {1: ("new", None), 2: ("new", None), 3: ("new", None)}
 
 
+def test_scenario_04_a_tombstone_another_process_wrote_since_classification_wins(make_pipe, monkeypatch):
+    """Between this run's classification and its MERGE, a run that took the batch over (a second Spark session: its own
+    Iceberg catalog and table cache, as another process has) records a newer delete of key 1: the stale create of
+    key 1 must not bring it back. The MERGE guards against tombstones written since classification; this run's
+    catalog still caches the tombstones table as classification read it, so the guard must see past that cache."""
+    import cdc.apply
+
+    p = make_pipe()
+    p.send(pg("c", 2, row(2, "b"), 10))
+    p.run()
+    p.send(pg("c", 1, row(1, "stale"), 20), pg("u", 2, row(2, "b2"), 20))
+    tombstones = f"{p.cfg.catalog.name}.{p.cfg.metadata_namespace}.tombstones__{p.table.target.replace('.', '__')}"
+
+    def another_run_deletes_key_1(point):
+        if point == "after_classify":
+            other = p.spark.newSession()
+            fixed = {"id": "1", "__kafka_partition": "0", "__kafka_offset": "99", "__deleted_at": "current_timestamp()"}
+            values = [f"{fixed.get(c, '30')} AS `{c}`" for c in other.table(tombstones).columns]  # the rest: ordering
+            other.sql(f"INSERT INTO {tombstones} SELECT {', '.join(values)}")
+
+    monkeypatch.setattr(cdc.apply, "checkpoint", another_run_deletes_key_1)
+    p.run()
+    assert p.rows() == {2: ("b2", None)}
+
+
 def test_scenario_04_take_over_rechecks_the_claim_it_read(make_pipe):
     from cdc.errors import ConcurrentRunError
     from cdc.ledger import Ledger, LedgerRange

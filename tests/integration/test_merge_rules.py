@@ -189,8 +189,8 @@ def test_a_large_targets_merge_shuffles_only_the_batchs_keys_by_a_bloom_filter_o
     plans: list[str] = []
     merge_target_sql = cdc.apply.merge_target_sql
 
-    def explained(spec, source):
-        stmt = merge_target_sql(spec, source)
+    def explained(spec, source, **kw):
+        stmt = merge_target_sql(spec, source, **kw)
         plans.append("\n".join(r[0] for r in p.spark.sql("EXPLAIN " + stmt).collect()))
         return stmt
 

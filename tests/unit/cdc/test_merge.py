@@ -91,6 +91,13 @@ def test_merge_hard_deletes_and_updates_only_newer_actions():
     assert "t.`id` = s.`id`," not in sql  # the key is never updated
 
 
+def test_merge_without_late_tombstones_reads_only_the_classified_changes():
+    sql = merge_target_sql(SPEC, "v", late_tombstones=False)  # no tombstone committed since classification
+    assert sql.startswith("MERGE INTO lake.inv.customers t USING (SELECT * FROM v WHERE `__action` <> 'skip') s ON ")
+    assert "tombstones" not in sql
+    assert sql.split(" s ON ", 1)[1] == merge_target_sql(SPEC, "v").split(" s ON ", 1)[1]  # the same fenced clauses
+
+
 def test_merge_soft_marks_rows_deleted():
     soft = MergeSpec(**{**SPEC.__dict__, "delete_mode": "soft", "tombstones": None})
     sql = merge_target_sql(soft, "v")
