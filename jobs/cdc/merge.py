@@ -275,7 +275,7 @@ def merge_target_sql(spec: MergeSpec, classified: str, late_tombstones: bool = T
         return f"INSERT ({', '.join(q(c) for c, _ in pairs)}) VALUES ({', '.join(v for _, v in pairs)})"
 
     src = f"(SELECT * FROM {classified} WHERE `__action` <> 'skip')"
-    if spec.tombstones and not spec.soft and late_tombstones:  # one written since classification wins over older changes
+    if spec.tombstones and not spec.soft and late_tombstones:  # one committed since classification wins
         k0 = q(spec.key[0])
         tombstones = near(spec, spec.tombstones, f"SELECT * FROM {classified}")
         src = (f"(SELECT c.* FROM {classified} c LEFT JOIN {tombstones} d ON {key_join('c', 'd', spec.key)} "
