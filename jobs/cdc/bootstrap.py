@@ -42,7 +42,7 @@ from cdc.lease import process_owner
 from cdc.ledger import Ledger
 from cdc.ledger_model import BOOTSTRAP_MODE, bootstrap_row
 from cdc.sql import lit
-from cdc.tables import TableNames, ensure_meta_tables, ensure_target, exists, names, snapshot_id
+from cdc.tables import TableNames, ensure_meta_tables, ensure_target, exists, fresh_snapshot_id, names
 
 SUMMARY_KEY = snapshot_summary.BOOTSTRAP  # the swap commit's summary: {"run_id", "batch_id", "horizon", ...}
 
@@ -191,7 +191,7 @@ def run_bootstrap(spark: Any, cfg: PipelineConfig, t: TableConfig, replace: bool
             ledger.next_batch_id(t.target)
         write_ledger_row(spark, n.ledger, bootstrap_row(
             cfg.pipeline, t.target, t.topic, batch, done["horizon"], done["rows"],
-            _snapshot_id(spark, n.target), done["run_id"], process_owner(), {}))
+            fresh_snapshot_id(spark, n.target), done["run_id"], process_owner(), {}))
         spark.sql(f"DROP TABLE IF EXISTS {staging_name(cfg, t)} PURGE")
         where_at = done.get("source_position") or {"lsn": format_lsn(int(done["lsn"])), "lsn_number": int(done["lsn"])}
         return _summary(t, "recovered", done["rows"], where_at, done["horizon"], done["batch_id"],
@@ -235,8 +235,9 @@ def run_bootstrap(spark: Any, cfg: PipelineConfig, t: TableConfig, replace: bool
     swap(spark, stage, n.target, json.dumps(info), cfg.pipeline, batch_id)
     seconds["swap"] = time.monotonic() - t0
     checkpoint("bootstrap_after_swap")
+    snapshot = fresh_snapshot_id(spark, n.target)
     write_ledger_row(spark, n.ledger, bootstrap_row(cfg.pipeline, t.target, t.topic, batch_id, horizon, rows,
-                                                    _snapshot_id(spark, n.target), run_id, process_owner(), seconds))
+                                                    snapshot, run_id, process_owner(), seconds))
     spark.sql(f"DROP TABLE IF EXISTS {stage} PURGE")
     seconds["total"] = time.monotonic() - started
     return _summary(t, "bootstrapped", rows, at, horizon, batch_id, seconds, scanned)
@@ -256,11 +257,6 @@ def swap(spark: Any, stage: str, target: str, info: str, pipeline: str, batch_id
     for k, v in props.items():
         writer = writer.option(f"snapshot-property.{k}", v)
     writer.overwrite(F.lit(True))
-
-
-def _snapshot_id(spark: Any, target: str) -> int | None:
-    spark.catalog.refreshTable(target)
-    return snapshot_id(spark, target)
 
 
 def _summary(t: TableConfig, status: str, rows: int, at: dict[str, Any], horizon: Any, batch_id: int,

@@ -153,13 +153,11 @@ def snapshot_id(spark: Any, name: str) -> int | None:
 
 
 def fresh_snapshot_id(spark: Any, name: str) -> int | None:
-    """The id of the table's current snapshot as its catalog has it now (None: nothing committed yet). The session's
-    catalog caches a table as it last loaded or wrote it (Iceberg's ``cache-enabled``); this refreshes that cached
-    table first, so other processes' commits count, and the session's later statements read the table as refreshed."""
-    table = iceberg_table(spark, name)
-    table.refresh()
-    snap = table.currentSnapshot()
-    return None if snap is None else int(snap.snapshotId())
+    """``snapshot_id`` as the table's catalog has it now. The session's catalog caches a table as it last loaded or
+    wrote it (Iceberg's ``cache-enabled``); this drops that entry first, so other processes' commits count, and the
+    session's later statements read the table as reloaded here."""
+    spark.catalog.refreshTable(name)
+    return snapshot_id(spark, name)
 
 
 def ensure_meta_tables(spark: Any, cfg: PipelineConfig) -> None:
