@@ -18,7 +18,7 @@ from cdc.errors import BadRecordError, DeadLetterRatioExceeded
 from cdc.kafka.read import Chunk, ReadSpec, map_chunks
 from cdc.ordering import Ordering
 from cdc.sql import lit, q
-from cdc.tables import TableNames, arrow_schema, ensure_staging, spark_schema
+from cdc.tables import TableNames, arrow_schema, ensure_staging, spark_schema, table_property
 
 SKIPPED = ("tombstone", "message", "tx")
 
@@ -88,10 +88,9 @@ def write_staging(df: Any, staging: str) -> None:
 
 def staged_key_and_ordering(spark: Any, staging: str) -> tuple[tuple[str, ...], Ordering]:
     """The key and ordering the staging table's newest batch was staged with."""
-    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {staging}").collect()}
-    kind, paths, *rest = json.loads(props["cdc.ordering"])
+    kind, paths, *rest = json.loads(table_property(spark, staging, "cdc.ordering"))
     epochs = rest[0] if rest else None
-    return tuple(json.loads(props["cdc.key"])), Ordering(kind, tuple(paths), epochs_of(epochs))
+    return tuple(json.loads(table_property(spark, staging, "cdc.key"))), Ordering(kind, tuple(paths), epochs_of(epochs))
 
 
 def epochs_of(raw: Any) -> tuple[tuple[int, tuple[tuple[int, int], ...]], ...] | None:

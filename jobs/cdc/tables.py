@@ -127,6 +127,12 @@ def iceberg_table(spark: Any, name: str) -> Any:
     return java_class(spark, "org.apache.iceberg.spark.Spark3Util").loadIcebergTable(spark._jsparkSession, name)
 
 
+def table_property(spark: Any, name: str, key: str) -> str | None:
+    """Property ``key`` of the existing Iceberg table ``name`` (None: not set), as the session's catalog holds the
+    table (the same as ``SHOW TBLPROPERTIES`` reads, which is a Spark statement: three per batch, issue 16)."""
+    return iceberg_table(spark, name).properties().get(key)
+
+
 def added_records(spark: Any, name: str) -> int | None:
     """Rows the table's current snapshot added (its summary's ``added-records``; None: no snapshot, or not said), as
     the session's catalog holds it: after this session's write, what that write committed."""
@@ -307,8 +313,7 @@ def gc_horizon(spark: Any, tombstones: str) -> tuple[int, ...] | None:
 
     if not exists(spark, tombstones):
         return None
-    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {tombstones}").collect()}
-    raw = props.get(GC_HORIZON_PROPERTY)
+    raw = table_property(spark, tombstones, GC_HORIZON_PROPERTY)
     return tuple(int(v) for v in json.loads(raw)) if raw else None
 
 
@@ -323,5 +328,4 @@ def target_epochs(spark: Any, target: str) -> tuple[tuple[int, tuple[tuple[int, 
 
     if not exists(spark, target):
         return ()
-    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {target}").collect()}
-    return epochs_of(json.loads(props.get(EPOCHS_PROPERTY, "[]"))) or ()
+    return epochs_of(json.loads(table_property(spark, target, EPOCHS_PROPERTY) or "[]")) or ()

@@ -40,8 +40,9 @@ def check_mode(spark: Any, target: str, mode: str) -> None:
     """A table keeps the write mode it was created with (its layout differs per mode)."""
     if not spark.catalog.tableExists(target):
         return
-    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {target}").collect()}
-    have = props.get(WRITE_MODE_PROPERTY, "upsert")
+    from cdc.tables import table_property
+
+    have = table_property(spark, target, WRITE_MODE_PROPERTY) or "upsert"
     if have != mode:
         raise ConfigError(f"table {target}: it was created with write_mode {have}, the pipeline now says {mode}; "
                           f"set write_mode: {have} again, or give this topic a new target table (the old one "
