@@ -129,7 +129,7 @@ def iceberg_table(spark: Any, name: str) -> Any:
 
 def table_property(spark: Any, name: str, key: str) -> str | None:
     """Property ``key`` of the existing Iceberg table ``name`` (None: not set), as the session's catalog holds the
-    table (the same as ``SHOW TBLPROPERTIES`` reads, which is a Spark statement: three per batch, issue 16)."""
+    table (the same as ``SHOW TBLPROPERTIES`` reads, a Spark statement: two or three per batch, issue 16)."""
     return iceberg_table(spark, name).properties().get(key)
 
 
