@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 from cdc.errors import ConcurrentRunError
 from cdc.lease import process_owner
-from cdc.ledger_state import LedgerRange, PendingBatch, TableState, oldest_pending, table_state
+from cdc.ledger_state import LedgerRange, PendingBatch, TableState, oldest_pending, table_state, with_claim
 from cdc.sql import lit
 
 if TYPE_CHECKING:
@@ -160,9 +160,9 @@ class Ledger:
 
     def state(self, table: str, topic: str | None) -> "TableState":
         """One read of what a run decides from (``TableState``): pending batches and their owners, the newest batch
-        id, truncate barriers and, for ``topic``, the committed cursor and positions. A new incremental batch reads it
-        twice: to plan, and right after its claim to check that claim (the fewer ledger reads, the faster a small
-        batch: each is a Spark job)."""
+        id, truncate barriers and, for ``topic``, the committed cursor and positions. A new batch reads it to plan, and
+        again right after its claim to check that claim only when the claim cannot tell (``claim``'s ``planned``; the
+        fewer ledger reads, the faster a small batch: each is a Spark job)."""
         from cdc.tables import snapshot_id
 
         self._fresh()
@@ -191,7 +191,8 @@ class Ledger:
         return {r[0] for r in rows}
 
     def claim(self, table: str, batch_id: int, mode: str, ranges: Sequence[LedgerRange], run_id: str,
-              topic: str | None = None, cursor: dict[int, int] | None = None, *, seen: int | None) -> "TableState":
+              topic: str | None = None, cursor: dict[int, int] | None = None, *, seen: int | None,
+              planned: TableState | None = None) -> "TableState":
         """Claim ``batch_id`` for this run, or raise ``ConcurrentRunError`` if another run got it first. ``seen``: the
         ledger snapshot ``batch_id`` was chosen from (``TableState.snapshot_id``; None: the ledger had none).
 
@@ -199,8 +200,21 @@ class Ledger:
         uncommitted (it looked for pending batches just before the other claimed) would process the same offsets.
         So after the claim, the oldest pending batch of the table must be ours and (incremental) the committed
         cursor must still be the one we planned from; otherwise our claim is withdrawn and we refuse. Returns the
-        ledger state read for that check (its truncate barriers are the batch's: earlier batches are all committed)."""
-        self._append_claim(table, batch_id, mode, ranges, run_id, seen)
+        ledger state read for that check (its truncate barriers are the batch's: earlier batches are all committed).
+
+        ``planned``: the state ``seen`` belongs to. When it had no pending batch, ``batch_id`` is its next id and the
+        claim committed as the write validated from ``seen``, that read is left out (one Spark job and a metadata
+        reload per batch): no run wrote a row of ``batch_id`` since ``seen`` (the validation), and everything the
+        check looks for needs one. A new batch of the table (a claim, a cursor reset, a bootstrap) takes the next
+        free id, which is ``batch_id`` until a row of it exists; the cursor moves only when a batch commits, and none
+        was pending. So the ledger is the planned state plus this claim (``with_claim``). A cursor reset or a bootstrap
+        appends its row without validation: one landing right after the claim is what the read could still catch, and
+        the staged mark (validated from the claim's snapshot) refuses it before anything is merged, as it refuses one
+        landing after the read."""
+        mine = self._append_claim(table, batch_id, mode, ranges, run_id, seen)
+        if (mine is not None and planned is not None and planned.pending is None and planned.snapshot_id == seen
+                and planned.next_batch_id == batch_id and (cursor is None or planned.cursor == cursor)):
+            return with_claim(planned, batch_id, mode, ranges, run_id, process_owner(), mine)
         # One read answers every question about the claim, all about the same ledger state.
         state = self.state(table, topic if cursor is not None else None)
         owners = state.owners(batch_id)
@@ -224,18 +238,23 @@ class Ledger:
         return state
 
     def _append_claim(self, table: str, batch_id: int, mode: str, ranges: Sequence[LedgerRange], run_id: str,
-                      seen: int | None) -> None:
+                      seen: int | None) -> int | None:
         """Write this run's claim rows for ``batch_id`` unless another claim of it committed since ledger snapshot
-        ``seen`` (``cdc.ledger_write``); a conflict is left to ``claim``, which reads who won."""
-        from cdc.ledger_write import claim_rows, rows_sql, write_claim
+        ``seen`` (``cdc.ledger_write``); a conflict is left to ``claim``, which reads who won. The ledger snapshot
+        of the claim when it committed as the write validated from ``seen`` (None: it conflicted, it was the
+        MERGE, or its snapshot was not found)."""
+        from cdc.ledger_write import claim_rows, rows_sql, snapshot_of_write, write_claim
 
         rows = claim_rows(self.pipeline, table, batch_id, mode, ranges, run_id, process_owner())
+        write_id = uuid.uuid4().hex
         try:
-            self._by_name(lambda columns: write_claim(self.spark, self.name, self.pipeline, table, batch_id,
-                                                      rows_sql(rows, columns), seen))
+            validated = self._by_name(lambda columns: write_claim(self.spark, self.name, self.pipeline, table,
+                                                                  batch_id, rows_sql(rows, columns), seen, write_id))
         except Exception as exc:
             if not is_commit_conflict(exc):
                 raise
+            return None
+        return snapshot_of_write(self.spark, self.name, write_id) if validated else None
 
     def reset_cursor(self, table: str, topic: str, batch_id: int, moves: Mapping[int, tuple[int, int]],
                      run_id: str) -> None:

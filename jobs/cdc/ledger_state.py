@@ -4,7 +4,7 @@ state a new batch is planned and checked from. Pure: built from the rows the rea
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
@@ -101,3 +101,14 @@ def table_state(rows: Sequence[Mapping[str, Any]], table: str, topic: str | None
         barriers=tuple(sorted((int(r["batch_id"]), tuple(json.loads(r["truncate_barrier"]))) for r in rows
                               if r["truncate_barrier"])),
         snapshot_id=snapshot_id)
+
+
+def with_claim(planned: TableState, batch_id: int, mode: str, ranges: Sequence[LedgerRange], run_id: str,
+               owner: str, snapshot_id: int) -> TableState:
+    """``planned`` (a state without pending batches) plus the claim of ``batch_id`` that ledger snapshot
+    ``snapshot_id`` committed: what ``Ledger.state`` reads right after that claim when nothing else was written
+    (``Ledger.claim``); pure."""
+    claimed = tuple(LedgerRange(r.topic, r.partition, r.start, r.end) for r in ranges)
+    return replace(planned, pending=PendingBatch(batch_id, mode, "claimed", claimed, run_id, owner, None),
+                   run_ids={**planned.run_ids, batch_id: frozenset({run_id})},
+                   last_batch_id=max(batch_id, planned.last_batch_id or 0), snapshot_id=snapshot_id)

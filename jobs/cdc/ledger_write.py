@@ -7,13 +7,15 @@ one Spark job, always the same (already warm) write path.
 * **The claim** (``claim_rows``): of those rows there are none. The validation starts at the snapshot the batch id
   was chosen from (``TableState.snapshot_id``): of two runs claiming one batch id, the second to commit gets a
   conflict and writes nothing. A MERGE did this before (five jobs). A plain append would commit without any check:
-  two runs could both write their claim, both see both, and both withdraw.
+  two runs could both write their claim, both see both, and both withdraw. A claim that committed this way from the
+  state its run planned from (no pending batch) is not read back (``Ledger.claim``'s ``planned``); its snapshot,
+  found by its ``cdc.ledger-write``, is the one the staged mark is validated from.
 * **The staged and committed marks** (``Held``, ``held_rows``): the rows this run claimed, written again with their
   new status. The validation starts at ``Held.since``, the snapshot from which this run knows nobody else wrote them
-  (after the claim, the snapshot its ownership check read; after a mark, that mark's own commit, found by its
-  ``cdc.ledger-write`` summary property). A take-over since then fails the commit. So does the run's own lease
-  renewal, and then the ledger finds the batch still its own and writes the mark as the row-level UPDATE. Before,
-  each mark was that UPDATE (four jobs and a row-level plan), and the commit read the owners first.
+  (after the claim, its own commit or the snapshot its ownership check read; after a mark, that mark's own commit,
+  found by its ``cdc.ledger-write`` summary property). A take-over since then fails the commit. So does the run's
+  own lease renewal, and then the ledger finds the batch still its own and writes the mark as the row-level UPDATE.
+  Before, each mark was that UPDATE (four jobs and a row-level plan), and the commit read the owners first.
 
 Some writes cannot be validated that way (``UNVALIDATABLE``). Then the claim is a MERGE (``merge_claim_sql``) and a
 mark the UPDATE:
@@ -137,15 +139,18 @@ def overwrite_batch(spark: Any, ledger: str, pipeline: str, table: str, batch_id
 
 
 def write_claim(spark: Any, ledger: str, pipeline: str, table: str, batch_id: int, rows: str,
-                seen: int | None) -> None:
-    """Write the claim rows, validated from ledger snapshot ``seen``; the MERGE when that cannot be validated.
+                seen: int | None, write_id: str | None = None) -> bool:
+    """Write the claim rows, validated from ledger snapshot ``seen`` (``write_id`` into the snapshot's summary);
+    the MERGE when that cannot be validated. Whether the validated write committed (False: the MERGE did).
     Conflicts are raised."""
     try:
-        overwrite_batch(spark, ledger, pipeline, table, batch_id, rows, seen)
+        overwrite_batch(spark, ledger, pipeline, table, batch_id, rows, seen, write_id)
+        return True
     except Exception as exc:
         if not any(m in str(exc) for m in UNVALIDATABLE):
             raise
         spark.sql(merge_claim_sql(ledger, pipeline, table, batch_id, rows))
+        return False
 
 
 def snapshot_of_write(spark: Any, ledger: str, write_id: str, depth: int = 1000) -> int | None:

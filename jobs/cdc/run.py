@@ -93,7 +93,7 @@ class TableRun:
         self.servers: dict[int, frozenset[str]] | None = None  # and the server ids committed (cdc.regression)
         self.peers = False  # a raised ordering_epoch meets a table that committed nothing (cdc.regression)
         self.planned: TableState | None = None  # the ledger as the incremental plan read it (next batch id)
-        self.claimed: TableState | None = None  # the ledger as the claim check read it (truncate barriers)
+        self.claimed: TableState | None = None  # the ledger as of the claim (Ledger.claim; truncate barriers)
         self.held: Held | None = None  # this run's claim as the ledger holds it (None: recovered, or updated in place)
 
     def incremental(self, dry_run: bool) -> TableResult:
@@ -190,7 +190,7 @@ class TableRun:
             claimed = tuple(LedgerRange(self.t.topic, r.partition, r.start, r.end) for r in ranges)
             self.claimed = self.ledger.claim(self.t.target, batch_id, mode, claimed, self.run_id,
                               topic=self.t.topic, cursor=self.cursor if mode == "incremental" else None,
-                              seen=planned.snapshot_id)
+                              seen=planned.snapshot_id, planned=planned)
             self.held = None if self.claimed.snapshot_id is None else Held(
                 batch_id, mode, claimed, since=self.claimed.snapshot_id)  # the marks rewrite the rows from there
         checkpoint("after_claim")

@@ -48,9 +48,11 @@ def rows(spark, ledger: str, pipeline: str, table: str) -> dict[int, list[dict]]
 
 
 def rewrites(spark, ledger: str) -> int:
-    """Ledger snapshots a rewrite committed (the UPDATE fallback leaves no ``cdc.ledger-write``)."""
+    """Ledger snapshots a mark's rewrite committed (the UPDATE fallback leaves no ``cdc.ledger-write``; a claim, which
+    also names its write, replaces no file)."""
     spark.catalog.refreshTable(ledger)
-    return spark.sql(f"SELECT count(*) FROM {ledger}.snapshots WHERE summary['{WRITE_ID}'] IS NOT NULL").first()[0]
+    return spark.sql(f"SELECT count(*) FROM {ledger}.snapshots WHERE summary['{WRITE_ID}'] IS NOT NULL "
+                     "AND summary['deleted-data-files'] IS NOT NULL").first()[0]
 
 
 def test_the_rewrites_write_the_rows_the_updates_write(make_pipe):
@@ -150,6 +152,68 @@ def test_a_claim_withdraws_when_another_writer_appended_a_row_under_its_batch_id
     found = rows(p.spark, ledger, p.cfg.pipeline, table)
     assert [(r["run_id"], r["status"], r["mode"]) for r in found[1]] == [("reset-run", "committed", "reset")]
     assert led.state(table, p.topic).cursor == {0: 3}
+
+
+def sql_executions(spark) -> int:
+    return spark._jsparkSession.sharedState().statusStore().executionsCount()
+
+
+def test_a_claim_from_its_planned_state_reads_nothing_back_and_says_what_a_read_would(make_pipe):
+    """With the state it planned from (no pending batch), a claim that committed as the validated write returns that
+    state plus the claim without reading the ledger again: its one statement is the write."""
+    p, ledger = ledger_of(make_pipe)
+    led, table = Ledger(p.spark, ledger, p.cfg.pipeline), p.table.target
+    held = claim(led, table, p.topic, "run-0")  # an earlier batch, committed: a cursor and a last batch id
+    led.mark_committed(table, 1, "run-0", {}, None, {}, held=led.mark_staged(
+        table, 1, "run-0", staged_ranges(p.topic), None, held=held))
+    planned = led.state(table, p.topic)
+    assert planned.pending is None and planned.cursor == {0: 10, 1: 5}
+    ranges = (LedgerRange(p.topic, 0, 10, 20), LedgerRange(p.topic, 1, 5, 5))
+    before = sql_executions(p.spark)
+    claimed = led.claim(table, 2, "incremental", ranges, "run-a", p.topic, planned.cursor,
+                        seen=planned.snapshot_id, planned=planned)
+    assert sql_executions(p.spark) == before + 1
+    read = led.state(table, p.topic)
+    assert claimed.snapshot_id == read.snapshot_id  # the claim's own snapshot: nothing committed since
+    assert replace(claimed, pending=replace(claimed.pending, claimed_at_us=None)) == replace(
+        read, pending=replace(read.pending, claimed_at_us=None))
+    assert (claimed.pending.batch_id, claimed.pending.run_id, claimed.pending.status) == (2, "run-a", "claimed")
+
+
+def test_a_row_appended_under_a_claim_that_read_nothing_back_stops_its_staged_mark(make_pipe):
+    """A cursor reset (or a bootstrap) appends its row under the next batch id without validation, so it can land
+    right after a claim that did not read the ledger back (``Ledger.claim``'s ``planned``). The staged mark, validated
+    from the claim's snapshot, refuses before anything is merged; the run then withdraws its claim and the reset's
+    row stays."""
+    p, ledger = ledger_of(make_pipe)
+    led, table = Ledger(p.spark, ledger, p.cfg.pipeline), p.table.target
+    planned = led.state(table, p.topic)
+    ranges = (LedgerRange(p.topic, 0, 0, 10), LedgerRange(p.topic, 1, 5, 5))
+    claimed = led.claim(table, 1, "incremental", ranges, "run-a", p.topic, planned.cursor,
+                        seen=planned.snapshot_id, planned=planned)
+    Ledger(p.spark.newSession(), ledger, p.cfg.pipeline).reset_cursor(table, p.topic, 1, {0: (0, 3)}, "reset-run")
+    held = Held(1, "incremental", ranges, since=claimed.snapshot_id)
+    with pytest.raises(ConcurrentRunError, match="reset-run"):
+        led.mark_staged(table, 1, "run-a", staged_ranges(p.topic), None, held=held)
+    led.release(table, 1, "run-a")  # what the run does on that error (cdc.run)
+    found = rows(p.spark, ledger, p.cfg.pipeline, table)
+    assert [(r["run_id"], r["status"], r["mode"]) for r in found[1]] == [("reset-run", "committed", "reset")]
+    assert led.state(table, p.topic).cursor == {0: 3}
+
+
+def test_a_claim_from_its_planned_state_that_another_claim_beat_reads_who_won(make_pipe):
+    """Another run claimed the same batch id after this one planned: the validated write conflicts, the claim reads
+    the ledger back as without a planned state, and refuses."""
+    p, ledger = ledger_of(make_pipe)
+    led, table = Ledger(p.spark, ledger, p.cfg.pipeline), p.table.target
+    planned = led.state(table, p.topic)
+    ranges = (LedgerRange(p.topic, 0, 0, 10),)
+    other = Ledger(p.spark.newSession(), ledger, p.cfg.pipeline)
+    other.claim(table, 1, "incremental", ranges, "run-b", seen=other.state(table, None).snapshot_id)
+    with pytest.raises(ConcurrentRunError, match="run-b"):
+        led.claim(table, 1, "incremental", ranges, "run-a", p.topic, planned.cursor, seen=planned.snapshot_id,
+                  planned=planned)
+    assert {r["run_id"] for r in rows(p.spark, ledger, p.cfg.pipeline, table)[1]} == {"run-b"}
 
 
 class HeldInside:

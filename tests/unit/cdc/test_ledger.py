@@ -1,10 +1,12 @@
-"""cdc.ledger.table_state: what one ledger read tells a run (pure; the Spark side is in the integration tests)."""
+"""cdc.ledger.table_state: what one ledger read tells a run, and ``with_claim``: what it would tell right after a
+claim (pure; the Spark side is in the integration tests)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from cdc.ledger import table_state
+from cdc.ledger import LedgerRange, table_state, with_claim
 
 
 def row(batch: int, status: str, mode: str = "incremental", topic: str = "t", partition: int = 0, end: int = 0,
@@ -54,3 +56,17 @@ def test_no_topic_and_no_rows() -> None:
     assert s.cursor == {} and s.positions == {} and s.servers == {} and s.next_batch_id == 8
     empty = table_state([], "db.t", "t")
     assert empty.pending is None and empty.next_batch_id == 1 and empty.cursor == {} and empty.barrier_before(9) is None
+
+
+def test_a_claim_added_to_a_state_reads_as_the_same_rows_with_the_claim_would() -> None:
+    planned_rows = [r for r in ROWS if r["status"] == "committed"]
+    planned = table_state(planned_rows, "db.t", "t", snapshot_id=11)
+    # a claim's rows, as the ledger holds them: no counts yet
+    claim = [{**row(6, "claimed", end=e, partition=p, run="me"), "start_offset": s_, "events_read": None,
+              "events_skipped": None, "dead_letters": None} for p, s_, e in ((0, 20, 40), (1, 2, 9))]
+    ranges = [LedgerRange("t", 0, 20, 40), LedgerRange("t", 1, 2, 9)]
+    derived = with_claim(planned, 6, "incremental", ranges, "me", "h:me", snapshot_id=12)
+    read = table_state(planned_rows + claim, "db.t", "t", snapshot_id=12)
+    assert derived.pending is not None and derived.pending.claimed_at_us is None  # unknown without the read
+    assert derived == replace(read, pending=replace(read.pending, claimed_at_us=None))
+    assert derived.next_batch_id == 7 and derived.owners(6) == {"me"}
