@@ -8,6 +8,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("cdc_maintenance_job", REPO / "jobs" / "maintenance.py")
 maintenance = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
@@ -34,6 +36,14 @@ class FakeSpark:
     def table(self, ident: str) -> Any:
         names = ["id", "__lsn", "__kafka_partition", "__kafka_offset", "__deleted_at"]
         return SimpleNamespace(schema=SimpleNamespace(fields=[SimpleNamespace(name=n) for n in names]))
+
+
+@pytest.fixture(autouse=True)
+def no_table_properties(monkeypatch) -> None:
+    """The fake has no JVM: table properties (``cdc.tables.table_property``, read through Py4J) are all unset."""
+    import cdc.tables
+
+    monkeypatch.setattr(cdc.tables, "table_property", lambda spark, name, key: None)
 
 
 def _run(existing: set[str], fail: str | None = None) -> tuple[FakeSpark, Any]:

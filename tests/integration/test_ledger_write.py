@@ -14,6 +14,7 @@ from cdc.errors import ConcurrentRunError
 from cdc.ledger import Ledger, LedgerRange
 from cdc.ledger_write import WRITE_ID, Held
 from tests.integration.events import pg
+from tests.integration.test_tables import sql_executions
 
 pytestmark = pytest.mark.integration
 
@@ -152,10 +153,6 @@ def test_a_claim_withdraws_when_another_writer_appended_a_row_under_its_batch_id
     found = rows(p.spark, ledger, p.cfg.pipeline, table)
     assert [(r["run_id"], r["status"], r["mode"]) for r in found[1]] == [("reset-run", "committed", "reset")]
     assert led.state(table, p.topic).cursor == {0: 3}
-
-
-def sql_executions(spark) -> int:
-    return spark._jsparkSession.sharedState().statusStore().executionsCount()
 
 
 def test_a_claim_from_its_planned_state_reads_nothing_back_and_says_what_a_read_would(make_pipe):

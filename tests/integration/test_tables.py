@@ -15,8 +15,13 @@ pytestmark = pytest.mark.integration
 
 
 def sql_executions(spark) -> int:
-    """Spark SQL executions this application has run so far (statements and DataFrame actions)."""
-    return spark._jsparkSession.sharedState().statusStore().executionsCount()
+    """Spark SQL executions this application has started so far (statements and DataFrame actions): the newest
+    execution's id + 1, once Spark's listener has seen every event. Not ``executionsCount()``: the status store keeps
+    only the newest ``spark.sql.ui.retainedExecutions`` (1,000), which a long test session passes."""
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+    store = spark._jsparkSession.sharedState().statusStore()
+    kept = store.executionsCount()
+    return 0 if kept == 0 else store.executionsList(kept - 1, 1).head().executionId() + 1
 
 
 def test_properties_are_read_as_show_tblproperties_shows_them_without_a_statement(spark):
