@@ -243,13 +243,13 @@ class Ledger:
         ``seen`` (``cdc.ledger_write``); a conflict is left to ``claim``, which reads who won. The ledger snapshot
         of the claim when it committed as the write validated from ``seen`` (None: it conflicted, it was the
         MERGE, or its snapshot was not found)."""
-        from cdc.ledger_write import claim_rows, rows_sql, snapshot_of_write, write_claim
+        from cdc.ledger_write import claim_rows, now_us, snapshot_of_write, write_claim
 
-        rows = claim_rows(self.pipeline, table, batch_id, mode, ranges, run_id, process_owner())
+        rows = claim_rows(self.pipeline, table, batch_id, mode, ranges, run_id, process_owner(), now_us())
         write_id = uuid.uuid4().hex
         try:
             validated = self._by_name(lambda columns: write_claim(self.spark, self.name, self.pipeline, table,
-                                                                  batch_id, rows_sql(rows, columns), seen, write_id))
+                                                                  batch_id, rows, columns, seen, write_id))
         except Exception as exc:
             if not is_commit_conflict(exc):
                 raise
@@ -262,12 +262,13 @@ class Ledger:
         rows (``cdc.ledger_model``); nothing is read or merged. A commit whose state Iceberg cannot tell is retried
         (``_write``): should the first have landed, the rows are there twice, under the same batch id with the same
         ends, and the cursor is the same (the newest row per partition by batch id)."""
-        from cdc.ledger_write import claim_rows, columns_sql, rows_sql
+        from cdc.ledger_write import claim_rows, columns_sql, now_us, rows_sql
 
-        zero = dict.fromkeys(("events_read", "events_skipped", "dead_letters", "inserted", "updated", "deleted"), "0L")
-        rows = [{**row, "status": "'committed'", **zero, "committed_at": "current_timestamp()"} for row in claim_rows(
+        zero = dict.fromkeys(("events_read", "events_skipped", "dead_letters", "inserted", "updated", "deleted"), 0)
+        at = now_us()
+        rows = [{**row, "status": "committed", **zero, "committed_at": at} for row in claim_rows(
             self.pipeline, table, batch_id, "reset",
-            [LedgerRange(topic, p, old, new) for p, (old, new) in sorted(moves.items())], run_id, process_owner())]
+            [LedgerRange(topic, p, old, new) for p, (old, new) in sorted(moves.items())], run_id, process_owner(), at)]
         self._write("cursor reset", table,
                     lambda columns: f"INSERT INTO {self.name} ({columns_sql(columns)}) {rows_sql(rows, columns)}")
 
@@ -351,10 +352,9 @@ class Ledger:
     def mark_committed(self, table: str, batch_id: int, run_id: str, counts: dict[str, int], snapshot_id: int | None,
                        phase_seconds: dict[str, float], held: "Held | None" = None) -> None:
         """Record the commit; ``held``: what the staged mark wrote (``mark_staged``), rewritten whole with it."""
-        sets = {"status": "'committed'", **{k: f"{int(counts.get(k, 0))}L" for k in ("inserted", "updated", "deleted")},
-                "target_snapshot_id": f"{int(snapshot_id)}L" if snapshot_id is not None else "CAST(NULL AS BIGINT)",
-                "phase_seconds": lit(json.dumps({k: round(v, 3) for k, v in phase_seconds.items()})),
-                "committed_at": "current_timestamp()"}
+        from cdc.ledger_write import commit_values, now_us, sql_value
+
+        sets = commit_values(counts, snapshot_id, phase_seconds, now_us())
         owner_checked = False  # a rewrite that conflicted has just asked
         if held is not None:
             written, _, owner_checked = self._rewrite(table, run_id, held, sets)
@@ -362,25 +362,26 @@ class Ledger:
                 return
         if not owner_checked:
             self.still_owner(table, batch_id, run_id)
-        self._write("commit", table, f"UPDATE {self.name} SET {', '.join(f'{k} = {v}' for k, v in sets.items())} "
+        self._write("commit", table, f"UPDATE {self.name} SET "
+                                     f"{', '.join(f'{k} = {sql_value(k, v)}' for k, v in sets.items())} "
                                      f"WHERE {self._where(table)} AND batch_id = {int(batch_id)} "
                                      f"AND run_id = {lit(run_id)}")
 
     def _rewrite(self, table: str, run_id: str, held: "Held",
-                 committed: Mapping[str, str] | None = None) -> tuple[bool, int | None, bool]:
+                 committed: Mapping[str, Any] | None = None) -> tuple[bool, int | None, bool]:
         """Write a held batch's rows whole (``held_rows``: staged, or committed with ``committed``'s columns),
         validated from ``held.since`` (``cdc.ledger_write``): whether they were written, the ledger snapshot that
         did (None: not found), and whether the batch's owners were read (after a conflict). Not written: the write
         could not be validated, or it conflicted while the batch is still this run's (its own lease renewal, a
         compaction); the caller updates the rows instead. A batch another run took over raises
         ``ConcurrentRunError``."""
-        from cdc.ledger_write import UNVALIDATABLE, held_rows, overwrite_batch, rows_sql, snapshot_of_write
+        from cdc.ledger_write import UNVALIDATABLE, held_rows, overwrite_batch, snapshot_of_write
 
         rows = held_rows(self.pipeline, table, held, run_id, process_owner(), committed)
         write_id = uuid.uuid4().hex
         try:
-            self._by_name(lambda columns: overwrite_batch(self.spark, self.name, self.pipeline, table, held.batch_id,
-                                                          rows_sql(rows, columns), held.since, write_id))
+            with self._lock():
+                overwrite_batch(self.spark, self.name, self.pipeline, table, held.batch_id, rows, held.since, write_id)
         except Exception as exc:
             mark = "committed" if committed else "staged"
             why = next((m for m in UNVALIDATABLE if m in str(exc)), None)

@@ -1,8 +1,9 @@
 """How ``cdc.ledger`` writes a batch's rows: whole rows, by an overwrite of the batch's (pipeline, table, batch id)
 rows that Iceberg validates as serializable from a ledger snapshot (``isolation-level``, ``validate-from-snapshot-id``):
 data or deletes that may hold rows of the batch, committed since that snapshot, fail the commit
-(``ValidationException``, which the ledger reads as a conflict and answers by reading who owns the batch). One write,
-one Spark job, always the same (already warm) write path.
+(``ValidationException``, which the ledger reads as a conflict and answers by reading who owns the batch). One write
+is one Iceberg commit of one small data file, made through Iceberg's API (``cdc.row_commit``): no Spark statement,
+no Spark job (as a Spark write, each cost a query plan and a job besides the commit: three per table and batch).
 
 * **The claim** (``claim_rows``): of those rows there are none. The validation starts at the snapshot the batch id
   was chosen from (``TableState.snapshot_id``): of two runs claiming one batch id, the second to commit gets a
@@ -31,6 +32,7 @@ mark the UPDATE:
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -40,6 +42,7 @@ from cdc.sql import lit, q
 # Iceberg's messages for a write the overwrite cannot validate (not conflicts: no other run is involved)
 UNVALIDATABLE = ("Cannot determine history", "Cannot delete file where some, but not all, rows match filter")
 WRITE_ID = "cdc.ledger-write"  # snapshot summary property: the write a snapshot committed (``snapshot_of_write``)
+_TYPES = dict(LEDGER_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -55,14 +58,33 @@ class Held:
     staged_at_us: int | None = None  # epoch microseconds; also the claim's renewal (claimed_at) by the staged mark
 
 
-def rows_sql(rows: Sequence[Mapping[str, str]], table_columns: Sequence[str] = ()) -> str:
-    """A query of ledger rows, each given as SQL expressions by column name (a missing column is NULL), with the
-    columns ``column_names`` lists; pure. Writes name the columns (an overwrite matches them by name, the INSERT lists
-    them, ``columns_sql``), so the ledger's own column order does not matter."""
-    types = dict(LEDGER_COLUMNS)
+def now_us() -> int:
+    """The current time in epoch microseconds: a ledger row's timestamps (``claimed_at``, ``staged_at``,
+    ``committed_at``) as this driver's clock gives them."""
+    return time.time_ns() // 1000
+
+
+def sql_value(column: str, value: Any) -> str:
+    """A ledger row's value as a SQL literal of its column's type (``LEDGER_COLUMNS``; timestamps are epoch
+    microseconds; a column this version does not know takes only NULL); pure."""
+    kind = _TYPES.get(column)
+    if value is None:
+        return f"CAST(NULL AS {kind.upper()})" if kind else "NULL"
+    if kind == "timestamp":
+        return f"timestamp_micros({int(value)})"
+    if kind == "bigint":
+        return f"{int(value)}L"
+    if kind == "int":
+        return str(int(value))
+    return lit(value)
+
+
+def rows_sql(rows: Sequence[Mapping[str, Any]], table_columns: Sequence[str] = ()) -> str:
+    """A query of ledger rows (column → value; a missing column is NULL, ``sql_value``) with the columns
+    ``column_names`` lists; pure. Writes name the columns (the INSERT lists them, ``columns_sql``), so the ledger's
+    own column order does not matter."""
     names = column_names(table_columns)
-    values = ", ".join("(" + ", ".join(r.get(n, f"CAST(NULL AS {types[n].upper()})" if n in types else "NULL")
-                                       for n in names) + ")" for r in rows)
+    values = ", ".join("(" + ", ".join(sql_value(n, r.get(n)) for n in names) + ")" for r in rows)
     return f"SELECT * FROM (VALUES {values}) AS v({columns_sql(table_columns)})"
 
 
@@ -79,30 +101,39 @@ def columns_sql(table_columns: Sequence[str] = ()) -> str:
 
 
 def claim_rows(pipeline: str, table: str, batch_id: int, mode: str, ranges: Sequence[Any], run_id: str,
-               owner: str) -> list[dict[str, str]]:
-    """The claim's ledger rows, one per range (``topic``, ``partition``, ``start``, ``end``); pure."""
-    return [{"pipeline": lit(pipeline), "table_name": lit(table), "batch_id": f"{int(batch_id)}L", "mode": lit(mode),
-             "topic": lit(r.topic), "partition": str(int(r.partition)), "start_offset": f"{int(r.start)}L",
-             "end_offset": f"{int(r.end)}L", "status": "'claimed'", "run_id": lit(run_id), "owner": lit(owner),
-             "claimed_at": "current_timestamp()"} for r in ranges]
+               owner: str, claimed_at_us: int) -> list[dict[str, Any]]:
+    """The claim's ledger rows (column → value), one per range (``topic``, ``partition``, ``start``, ``end``);
+    pure."""
+    return [{"pipeline": pipeline, "table_name": table, "batch_id": int(batch_id), "mode": mode, "topic": r.topic,
+             "partition": int(r.partition), "start_offset": int(r.start), "end_offset": int(r.end),
+             "status": "claimed", "run_id": run_id, "owner": owner, "claimed_at": int(claimed_at_us)} for r in ranges]
 
 
 def held_rows(pipeline: str, table: str, held: Held, run_id: str, owner: str,
-              committed: Mapping[str, str] | None = None) -> list[dict[str, str]]:
+              committed: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """A held batch's rows once staged (its ranges' counts, barrier and ``staged_at_us``), and once committed when
-    ``committed`` gives the commit's columns as SQL; pure."""
-    def json_or_null(v: Sequence[Any] | None) -> str:  # as the UPDATE writes them: an empty list stays a list
-        return "CAST(NULL AS STRING)" if v is None else lit(json.dumps(list(v)))
+    ``committed`` gives the commit's columns (``commit_values``); pure."""
+    def json_or_null(v: Sequence[Any] | None) -> str | None:  # as the UPDATE writes them: an empty list stays a list
+        return None if v is None else json.dumps(list(v))
 
     if held.staged_at_us is None:
         raise ValueError(f"batch {held.batch_id}: its rows are rewritten only once it is staged")
-    at = f"timestamp_micros({int(held.staged_at_us)})"
-    return [{**claimed, "status": "'staged'", "events_read": f"{int(r.events_read)}L",
-             "events_skipped": f"{int(r.events_skipped)}L", "dead_letters": f"{int(r.dead_letters)}L",
+    at = int(held.staged_at_us)
+    return [{**claimed, "status": "staged", "events_read": int(r.events_read),
+             "events_skipped": int(r.events_skipped), "dead_letters": int(r.dead_letters),
              "truncate_barrier": json_or_null(held.barrier or None), "max_position": json_or_null(r.max_position),
-             "server_ids": json_or_null(r.server_ids), "staged_at": at, "claimed_at": at, **(committed or {})}
+             "server_ids": json_or_null(r.server_ids), "staged_at": at, **(committed or {})}
             for r, claimed in zip(held.ranges, claim_rows(pipeline, table, held.batch_id, held.mode, held.ranges,
-                                                           run_id, owner))]
+                                                           run_id, owner, at))]
+
+
+def commit_values(counts: Mapping[str, int], snapshot_id: int | None, phase_seconds: Mapping[str, float],
+                  committed_at_us: int) -> dict[str, Any]:
+    """The columns a batch's commit sets (column → value); pure."""
+    return {"status": "committed", **{k: int(counts.get(k, 0)) for k in ("inserted", "updated", "deleted")},
+            "target_snapshot_id": None if snapshot_id is None else int(snapshot_id),
+            "phase_seconds": json.dumps({k: round(v, 3) for k, v in phase_seconds.items()}),
+            "committed_at": int(committed_at_us)}
 
 
 def this_batch_sql(pipeline: str, table: str, batch_id: int, alias: str = "") -> str:
@@ -120,36 +151,30 @@ def merge_claim_sql(ledger: str, pipeline: str, table: str, batch_id: int, rows:
             "WHEN MATCHED AND l.status = 'never' THEN UPDATE SET l.status = l.status WHEN NOT MATCHED THEN INSERT *")
 
 
-def overwrite_batch(spark: Any, ledger: str, pipeline: str, table: str, batch_id: int, rows: str, since: int | None,
-                    write_id: str | None = None) -> None:
-    """Replace the batch's rows by the query ``rows``, validated from ledger snapshot ``since`` (None: the ledger had
-    none, so every commit since its creation is checked); ``write_id`` goes into the snapshot's summary. Raises what
-    Iceberg raises: a conflict, or one of ``UNVALIDATABLE``."""
-    from pyspark.sql import functions as F
+def overwrite_batch(spark: Any, ledger: str, pipeline: str, table: str, batch_id: int, rows: Sequence[Mapping[str, Any]],
+                    since: int | None, write_id: str | None = None) -> None:
+    """Replace the batch's rows by ``rows``, validated from ledger snapshot ``since`` (None: the ledger had none, so
+    every commit since its creation is checked); ``write_id`` goes into the snapshot's summary. Iceberg's API, not a
+    Spark statement (``cdc.row_commit``). Raises what Iceberg raises: a conflict, or one of ``UNVALIDATABLE``."""
+    from cdc.row_commit import overwrite_rows
 
-    # One task writes the few rows, all of one table_name partition: one file and one Spark job (Iceberg would
-    # otherwise shuffle them by partition first: two jobs, and a file per task)
-    writer = spark.sql(rows).coalesce(1).writeTo(ledger).option("isolation-level", "serializable") \
-        .option("distribution-mode", "none")
-    if since is not None:
-        writer = writer.option("validate-from-snapshot-id", str(int(since)))
-    if write_id is not None:
-        writer = writer.option(f"snapshot-property.{WRITE_ID}", write_id)
-    writer.overwrite(F.expr(this_batch_sql(pipeline, table, batch_id)))
+    overwrite_rows(spark, ledger, rows, {"pipeline": pipeline, "table_name": table, "batch_id": int(batch_id)}, since,
+                   {WRITE_ID: write_id} if write_id is not None else None)
 
 
-def write_claim(spark: Any, ledger: str, pipeline: str, table: str, batch_id: int, rows: str,
-                seen: int | None, write_id: str | None = None) -> bool:
+def write_claim(spark: Any, ledger: str, pipeline: str, table: str, batch_id: int,
+                rows: Sequence[Mapping[str, Any]], table_columns: Sequence[str], seen: int | None,
+                write_id: str | None = None) -> bool:
     """Write the claim rows, validated from ledger snapshot ``seen`` (``write_id`` into the snapshot's summary);
-    the MERGE when that cannot be validated. Whether the validated write committed (False: the MERGE did).
-    Conflicts are raised."""
+    the MERGE (over ``table_columns``, the ledger's as the session sees them) when that cannot be validated. Whether
+    the validated write committed (False: the MERGE did). Conflicts are raised."""
     try:
         overwrite_batch(spark, ledger, pipeline, table, batch_id, rows, seen, write_id)
         return True
     except Exception as exc:
         if not any(m in str(exc) for m in UNVALIDATABLE):
             raise
-        spark.sql(merge_claim_sql(ledger, pipeline, table, batch_id, rows))
+        spark.sql(merge_claim_sql(ledger, pipeline, table, batch_id, rows_sql(rows, table_columns)))
         return False
 
 

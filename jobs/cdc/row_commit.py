@@ -1,0 +1,99 @@
+"""A few rows into an Iceberg table as one validated overwrite, written and committed by Iceberg's Java API through
+Py4J: no Spark statement, no Spark job.
+
+The ledger writes a handful of rows three times per table and batch (``cdc.ledger_write``), one at a time per process
+(``cdc.ledger.ledger_lock``). As a Spark write each cost a query plan and a one-task job (about 60 ms idle, more on
+a busy driver) on top of the commit; here the same commit takes only a Parquet file written from the driver. What
+Iceberg validates is what Spark's overwrite-by-filter validates with ``isolation-level=serializable`` (Iceberg's
+``SparkWrite``): ``newOverwrite().overwriteByRowFilter(filter)``, ``validateFromSnapshot(since)`` (when known),
+``validateNoConflictingDeletes()`` and ``validateNoConflictingData()``; so a conflict or a write Iceberg cannot
+validate raises the same ``ValidationException`` messages.
+
+Rows go to Iceberg as JSON in its single-value format (``SingleValueParser``, field ids as keys: Py4J would send
+small integers as Java ints, which a ``long`` column's writer refuses), timestamps set apart as ``OffsetDateTime``
+(what Iceberg's generic writer takes), and are written with the table's own
+properties (metrics, compression) by ``GenericAppenderFactory`` into one data file of one partition.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Mapping, Sequence
+
+from cdc.tables import iceberg_table
+
+_ICEBERG = "org.apache.iceberg"
+
+
+def iso_micros(micros: int) -> str:
+    """Epoch microseconds as the ISO text Iceberg parses as a ``timestamptz`` (UTC); pure."""
+    seconds, rest = divmod(int(micros), 1_000_000)
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{rest:06d}+00:00"
+
+
+def rows_json(rows: Sequence[Mapping[str, Any]], field_ids: Mapping[str, int], timestamps: frozenset[str]) -> str:
+    """``rows`` (column → Python value; a missing column or None is null) without their ``timestamps`` columns, as a
+    JSON list of objects keyed by field id; pure. A column the table does not have is an error (nothing is
+    dropped)."""
+    out = []
+    for row in rows:
+        unknown = sorted(set(row) - set(field_ids))
+        if unknown:
+            raise ValueError(f"columns {unknown} are not in the table (it has {sorted(field_ids)})")
+        out.append({str(field_ids[k]): v for k, v in row.items() if v is not None and k not in timestamps})
+    return json.dumps(out)
+
+
+def overwrite_rows(spark: Any, name: str, rows: Sequence[Mapping[str, Any]], equal: Mapping[str, Any],
+                   since: int | None, properties: Mapping[str, str] | None = None) -> None:
+    """Replace the rows of Iceberg table ``name`` where every column of ``equal`` has its value by ``rows`` (all of
+    one partition), validated as serializable from snapshot ``since`` (None: from the table's first); ``properties``
+    go into the snapshot's summary (e.g. a write id, to find the snapshot later). Raises what Iceberg raises (a conflict, a write it
+    cannot validate)."""
+    jvm = spark._jvm
+    iceberg = getattr(jvm, "org").apache.iceberg
+    table = iceberg_table(spark, name)
+    schema, spec = table.schema(), table.spec()
+    struct = schema.asStruct()
+    list_type = iceberg.types.Types.ListType.ofOptional(schema.highestFieldId() + 1, struct)
+    fields = json.loads(iceberg.SchemaParser.toJson(schema))["fields"]  # one call (each Py4J call is a round trip)
+    ids = {f["name"]: f["id"] for f in fields}
+    timestamps = frozenset(f["name"] for f in fields if str(f["type"]).startswith("timestamp"))
+    parsed = iceberg.SingleValueParser.fromJson(list_type, rows_json(rows, ids, timestamps))
+    records = [parsed.get(i) for i in range(len(rows))]  # not iterated: Py4J ends an iteration with an exception
+    instants: dict[int, Any] = {}  # epoch microseconds → java.time.OffsetDateTime, what the generic writer takes
+    for record, row in zip(records, rows):
+        for column in timestamps:
+            if row.get(column) is not None:
+                micros = int(row[column])
+                if micros not in instants:
+                    instants[micros] = jvm.java.time.OffsetDateTime.parse(iso_micros(micros))
+                record.setField(column, instants[micros])
+
+    parquet = iceberg.FileFormat.PARQUET
+    factory = iceberg.data.GenericAppenderFactory(schema, spec)
+    factory.setAll(table.properties())
+    key = iceberg.PartitionKey(spec, schema)
+    key.partition(records[0])
+    files = iceberg.io.OutputFileFactory.builderFor(table, 0, 0).format(parquet).operationId(uuid.uuid4().hex).build()
+    writer = factory.newDataWriter(files.newOutputFile(spec, key), parquet, key)
+    try:
+        for record in records:  # one by one: Py4J would pick write(Object) for the whole list
+            writer.write(record)
+    finally:
+        writer.close()
+
+    expressions = iceberg.expressions.Expressions
+    both = getattr(expressions, "and")
+    row_filter = expressions.alwaysTrue()
+    for column, value in equal.items():
+        row_filter = both(row_filter, expressions.equal(column, value))
+    overwrite = table.newOverwrite().overwriteByRowFilter(row_filter).addFile(writer.toDataFile())
+    if since is not None:
+        overwrite = overwrite.validateFromSnapshot(int(since))
+    overwrite = overwrite.validateNoConflictingDeletes().validateNoConflictingData()
+    for k, v in (properties or {}).items():
+        overwrite = overwrite.set(k, v)
+    overwrite.commit()
