@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from cdc.bloom import bloom_filtered
@@ -24,6 +24,7 @@ from cdc.merge import (MergeSpec, changes_sql, classify_sql, merge_target_sql, m
 from cdc.sql import tuple_cmp_literal
 from cdc.stage import BatchStats
 from cdc.table_layout import TableLayout
+from cdc.tombstone_write import simple_key, write_tombstones
 from cdc.tables import (EPOCHS_PROPERTY, TableNames, current_snapshot, ensure_target, ensure_tombstones,
                          fresh_snapshot_id, gc_horizon, snapshot_id, target_epochs)
 
@@ -80,12 +81,14 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
         checkpoint("after_truncate")
 
     spec = prepare_moves(spark, spec, row_columns, stats.moves)  # PK moves: headers, images (cdc.pk_moves)
+    few = stats.events_read <= filters.driver_read_max_records
+    spec = replace(spec, locate_tombstones=few and not soft and not spec.pk_moves and simple_key(key_cols))
     changes = moved_toast_sql(spec, fill_moved_sql(spec, changes_sql(spec)))
     # The tombstones as classification reads them (the session's catalog caches the table; a later snapshot means a
     # tombstone may have been committed since, which the MERGE must then re-check: late_tombstones)
     classified_from = None if soft else snapshot_id(spark, names.tombstones)
     classified = spark.sql(classify_sql(spec, newest_sql(spec, changes))).localCheckpoint()
-    actions = action_counts(classified, stats.events_read <= filters.driver_read_max_records)
+    actions = action_counts(classified, few)
     checkpoint("after_classify")  # a writer that stalls here and merges late is fenced by the MERGE conditions
     view = f"cdc_classified_{uuid.uuid4().hex[:12]}"
     classified.createOrReplaceTempView(view)
@@ -95,8 +98,9 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
             with bloom_filtered(spark, 0 < filters.bloom_filter_min_target_rows <= rows):
                 spark.sql(merge_target_sql(spec, view, late_tombstones=late))
             checkpoint("after_merge")
-            if not soft and (actions.get("delete") or actions.get("tombstone")):
-                spark.sql(merge_tombstones_sql(spec, view))
+            if not soft and (actions.get("delete") or actions.get("tombstone")) and not (
+                    spec.locate_tombstones and not late and write_tombstones(spark, spec, classified, classified_from)):
+                spark.sql(merge_tombstones_sql(spec, view))  # a large batch, or tombstones written since classified
     finally:
         spark.catalog.dropTempView(view)
     if epochs and epochs != target_epochs(spark, names.target):  # remembered: where each epoch starts

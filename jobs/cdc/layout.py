@@ -97,6 +97,9 @@ STAGING_FIXED = (*(c.name for c in (*STAGING_HEAD, *STAGING_TAIL)), OLD_KEY, NEW
 
 # ---- tombstones (hard deletes: key + position of the delete) ---------------------------------------------------------
 DELETED_AT = "__deleted_at"
+# Where the classification found a key's tombstone (Iceberg's _file/_pos), so a small batch's new tombstones can
+# replace it by a row delta written through Iceberg's API instead of a MERGE (cdc.tombstone_write).
+TOMBSTONE_FILE, TOMBSTONE_POS = "__tombstone_file", "__tombstone_pos"
 
 
 def target_meta(ordering: Sequence[str], soft: bool) -> list[Column]:

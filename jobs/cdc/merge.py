@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from cdc.layout import (BATCH_ID, DELETED, DELETED_AT, IMAGE, INGESTED_AT, KAFKA_OFFSET, KAFKA_PARTITION, MOVED, NEW_KEY,
-                        OFFSET, OLD_KEY, OP, PARTITION, SOURCE_TS_MS, UNAVAILABLE, Positioned)
+                        OFFSET, OLD_KEY, OP, PARTITION, SOURCE_TS_MS, TOMBSTONE_FILE, TOMBSTONE_POS, UNAVAILABLE,
+                        Positioned)
 from cdc.sql import key_join, lit, position_value, q, tuple_cmp_literal, tuple_eq, tuple_gt
 
 __all__ = ["MergeSpec", "changes_sql", "classify_sql", "compaction_deletes_sql", "lit", "merge_target_sql", "merge_tombstones_sql",
@@ -58,6 +59,7 @@ class MergeSpec(Positioned):
     compacted: bool = False  # compacted topic: Kafka tombstones delete their key (compaction_deletes_sql)
     pk_moves: bool = False  # the batch has PK-move headers: __old_key/__new_key/__moved flow through (cdc.pk_moves)
     key_filter: bool = False  # cut the target and tombstones to the batch's keys before joining them (``near``)
+    locate_tombstones: bool = False  # classification names the file and row of each key's tombstone (hard deletes)
 
     @property
     def soft(self) -> bool:
@@ -216,6 +218,16 @@ def near(spec: MergeSpec, table: str, changes: str) -> str:
             f"({changes})) k ON {key_join('r', 'k', spec.key)})")
 
 
+def _tombstones(spec: MergeSpec) -> str:
+    """The tombstones as classification joins them; ``locate_tombstones``: with the data file and row position of
+    each (Iceberg's ``_file``/``_pos``, named in a query of the table alone: ``d._file`` would be ambiguous with a
+    struct column ``d`` of the batch or the target)."""
+    assert spec.tombstones
+    if not spec.locate_tombstones:
+        return spec.tombstones
+    return f"(SELECT *, _file AS {q(TOMBSTONE_FILE)}, _pos AS {q(TOMBSTONE_POS)} FROM {spec.tombstones})"
+
+
 def classify_sql(spec: MergeSpec, newest: str) -> str:
     """Join the newest changes with the table (and tombstones) and decide each key's action."""
     k0 = q(spec.key[0])
@@ -223,7 +235,7 @@ def classify_sql(spec: MergeSpec, newest: str) -> str:
     joins = f"LEFT JOIN {near(spec, spec.target, newest)} t ON {key_join('s', 't', spec.key)}"
     if spec.tombstones and not spec.soft:
         skip.append(f"WHEN d.{k0} IS NOT NULL AND NOT {newer_sql(spec, 's', 'd')} THEN 'skip'")
-        joins += f" LEFT JOIN {near(spec, spec.tombstones, newest)} d ON {key_join('s', 'd', spec.key)}"
+        joins += f" LEFT JOIN {near(spec, _tombstones(spec), newest)} d ON {key_join('s', 'd', spec.key)}"
         if spec.gc_horizon is not None:  # the key's tombstone may have been garbage-collected: older = forgotten
             skip.append(f"WHEN t.{k0} IS NULL AND d.{k0} IS NULL AND NOT "
                         f"{tuple_cmp_literal('s', spec.ordering, spec.gc_horizon, '>')} THEN 'skip'")
@@ -242,6 +254,8 @@ def classify_sql(spec: MergeSpec, newest: str) -> str:
     )
     meta = [f"s.{q(c)}" for c in spec.ordering] + ["s.`__op`", "s.`__partition`", "s.`__offset`",
                                                    "s.`__source_ts_ms`"] + ([f"s.{q(MOVED)}"] if spec.pk_moves else [])
+    if spec.locate_tombstones and spec.tombstones and not spec.soft:
+        meta += [f"d.{q(TOMBSTONE_FILE)}", f"d.{q(TOMBSTONE_POS)}"]
     return f"SELECT {', '.join(values + meta)}, {action} FROM ({newest}) s {joins}"
 
 

@@ -1,5 +1,5 @@
-"""A few rows into an Iceberg table as one validated overwrite, written and committed by Iceberg's Java API through
-Py4J: no Spark statement, no Spark job.
+"""A few rows into an Iceberg table as one validated overwrite (``overwrite_rows``) or row delta (``replace_rows``),
+written and committed by Iceberg's Java API through Py4J: no Spark statement, no Spark job.
 
 The ledger writes a handful of rows three times per table and batch (``cdc.ledger_write``), one at a time per process
 (``cdc.ledger.ledger_lock``). As a Spark write each cost a query plan and a one-task job (about 60 ms idle, more on
@@ -7,7 +7,9 @@ a busy driver) on top of the commit; here the same commit takes only a Parquet f
 Iceberg validates is what Spark's overwrite-by-filter validates with ``isolation-level=serializable`` (Iceberg's
 ``SparkWrite``): ``newOverwrite().overwriteByRowFilter(filter)``, ``validateFromSnapshot(since)`` (when known),
 ``validateNoConflictingDeletes()`` and ``validateNoConflictingData()``; so a conflict or a write Iceberg cannot
-validate raises the same ``ValidationException`` messages.
+validate raises the same ``ValidationException`` messages. A small batch's tombstones (``cdc.tombstone_write``) are
+a row delta: new rows plus a position delete file for the rows they replace, validated as Spark's merge-on-read
+MERGE validates its commit (``SparkPositionDeltaWrite``).
 
 Rows go to Iceberg as JSON in its single-value format (``SingleValueParser``, field ids as keys: Py4J would send
 small integers as Java ints, which a ``long`` column's writer refuses), timestamps set apart as ``OffsetDateTime``
@@ -50,8 +52,78 @@ def overwrite_rows(spark: Any, name: str, rows: Sequence[Mapping[str, Any]], equ
                    since: int | None, properties: Mapping[str, str] | None = None) -> None:
     """Replace the rows of Iceberg table ``name`` where every column of ``equal`` has its value by ``rows`` (all of
     one partition), validated as serializable from snapshot ``since`` (None: from the table's first); ``properties``
-    go into the snapshot's summary (e.g. a write id, to find the snapshot later). Raises what Iceberg raises (a conflict, a write it
-    cannot validate)."""
+    go into the snapshot's summary (e.g. a write id, to find the snapshot later). Raises what Iceberg raises (a
+    conflict, a write it cannot validate)."""
+    iceberg, table, data_file = _data_file(spark, name, rows)
+    expressions = iceberg.expressions.Expressions
+    both = getattr(expressions, "and")
+    row_filter = expressions.alwaysTrue()
+    for column, value in equal.items():
+        row_filter = both(row_filter, expressions.equal(column, value))
+    overwrite = table.newOverwrite().overwriteByRowFilter(row_filter).addFile(data_file)
+    if since is not None:
+        overwrite = overwrite.validateFromSnapshot(int(since))
+    overwrite = overwrite.validateNoConflictingDeletes().validateNoConflictingData()
+    for k, v in (properties or {}).items():
+        overwrite = overwrite.set(k, v)
+    overwrite.commit()
+
+
+def replace_rows(spark: Any, name: str, rows: Sequence[Mapping[str, Any]], deletes: Sequence[tuple[str, int]],
+                 since: int | None) -> None:
+    """Add ``rows`` to the unpartitioned Iceberg table ``name`` and delete the rows at ``deletes`` (data file path,
+    row position) as one row delta: what Spark's merge-on-read MERGE commits (a data file and a position delete
+    file), validated as it validates one with ``isolation-level=serializable`` from snapshot ``since`` (None: from
+    the table's first): the deleted rows' files still exist, and no data or delete file was committed since. Raises
+    what Iceberg raises; on a failure the files written here are deleted again (unless the commit's outcome is
+    unknown)."""
+    iceberg, table, data_file = _data_file(spark, name, rows)
+    written = [data_file.location()]
+    try:
+        delta = table.newRowDelta().addRows(data_file)
+        if deletes:
+            files = _output_files(iceberg, table)
+            factory = iceberg.data.GenericAppenderFactory(table.schema(), table.spec())
+            factory.setAll(table.properties())
+            writer = factory.newPosDeleteWriter(files.newOutputFile(), iceberg.FileFormat.PARQUET, None)
+            try:
+                for path, pos in sorted(deletes):  # a position delete file is sorted by path, then position
+                    writer.write(iceberg.deletes.PositionDelete.create().set(path, int(pos), None))
+            finally:
+                writer.close()
+            delete_file = writer.toDeleteFile()
+            written.append(delete_file.location())
+            delta = (delta.addDeletes(delete_file).validateDeletedFiles()
+                     .validateDataFilesExist(_java_list(spark, sorted({p for p, _ in deletes}))))
+        if since is not None:
+            delta = delta.validateFromSnapshot(int(since))
+        delta.validateNoConflictingDataFiles().validateNoConflictingDeleteFiles().commit()
+    except BaseException as exc:
+        if "CommitStateUnknownException" in str(exc):  # it may have been committed: its files may be the table's
+            raise
+        for path in written:
+            try:
+                table.io().deleteFile(path)
+            except Exception:  # noqa: BLE001 - best effort: an orphan file is what a failed Spark write leaves too
+                pass
+        raise
+
+
+def _output_files(iceberg: Any, table: Any) -> Any:
+    return iceberg.io.OutputFileFactory.builderFor(table, 0, 0).format(iceberg.FileFormat.PARQUET).operationId(
+        uuid.uuid4().hex).build()
+
+
+def _java_list(spark: Any, values: Sequence[str]) -> Any:
+    out = spark._jvm.java.util.ArrayList()
+    for v in values:
+        out.add(v)
+    return out
+
+
+def _data_file(spark: Any, name: str, rows: Sequence[Mapping[str, Any]]) -> tuple[Any, Any, Any]:
+    """``rows`` (all of one partition) written into one new data file of table ``name`` with the table's own
+    properties: (the ``org.apache.iceberg`` package, the table, the ``DataFile``), nothing committed."""
     jvm = spark._jvm
     iceberg = getattr(jvm, "org").apache.iceberg
     table = iceberg_table(spark, name)
@@ -77,23 +149,10 @@ def overwrite_rows(spark: Any, name: str, rows: Sequence[Mapping[str, Any]], equ
     factory.setAll(table.properties())
     key = iceberg.PartitionKey(spec, schema)
     key.partition(records[0])
-    files = iceberg.io.OutputFileFactory.builderFor(table, 0, 0).format(parquet).operationId(uuid.uuid4().hex).build()
-    writer = factory.newDataWriter(files.newOutputFile(spec, key), parquet, key)
+    writer = factory.newDataWriter(_output_files(iceberg, table).newOutputFile(spec, key), parquet, key)
     try:
         for record in records:  # one by one: Py4J would pick write(Object) for the whole list
             writer.write(record)
     finally:
         writer.close()
-
-    expressions = iceberg.expressions.Expressions
-    both = getattr(expressions, "and")
-    row_filter = expressions.alwaysTrue()
-    for column, value in equal.items():
-        row_filter = both(row_filter, expressions.equal(column, value))
-    overwrite = table.newOverwrite().overwriteByRowFilter(row_filter).addFile(writer.toDataFile())
-    if since is not None:
-        overwrite = overwrite.validateFromSnapshot(int(since))
-    overwrite = overwrite.validateNoConflictingDeletes().validateNoConflictingData()
-    for k, v in (properties or {}).items():
-        overwrite = overwrite.set(k, v)
-    overwrite.commit()
+    return iceberg, table, writer.toDataFile()

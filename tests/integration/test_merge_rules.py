@@ -211,3 +211,38 @@ def test_a_large_targets_merge_shuffles_only_the_batchs_keys_by_a_bloom_filter_o
         rows = p.rows("name", "bio")
         assert len(rows) == 30 and 7 not in rows and rows[5] == ("five", "b") and rows[9] == ("n9", None)
         assert p.spark.conf.get(broadcast) == before
+
+
+@pytest.mark.parametrize("path", ["whole", "key-filter", "merge"])
+def test_a_small_batch_writes_its_tombstones_as_one_row_delta_and_they_fence_as_the_merge_does(make_pipe, path):
+    """A batch the driver read writes its tombstones through Iceberg's API (``cdc.tombstone_write``: a row delta,
+    no Spark MERGE, so no ``spark.app.id`` in the snapshot's summary), replacing a key's older tombstone; with
+    ``driver_read_max_records: 0`` the MERGE writes them. Either way: one tombstone per key at its newest delete,
+    and a late older change cannot resurrect the row."""
+    from cdc.tables import names
+
+    batch = {"whole": {}, "key-filter": MERGE_PATHS["key-filter"], "merge": {"driver_read_max_records": 0}}[path]
+    p = make_pipe(batch=batch)
+    tombstones = names(p.cfg, p.table).tombstones
+    p.send(pg("c", 1, {"id": 1, "name": "a", "bio": None}, 10), pg("c", 2, {"id": 2, "name": "b", "bio": None}, 11))
+    p.run()
+    p.send(pg("d", 1, {"id": 1, "name": "a", "bio": None}, 20), pg("d", 9, {"id": 9, "name": "x", "bio": None}, 21))
+    assert p.run()["deleted"] == 1  # 9 had no row: remembered only
+    p.send(pg("c", 1, {"id": 1, "name": "again", "bio": None}, 30))
+    p.run()
+    p.send(pg("d", 1, {"id": 1, "name": "again", "bio": None}, 40), pg("d", 2, {"id": 2, "name": "b", "bio": None}, 41))
+    assert p.run()["deleted"] == 2
+    spark = p.spark
+    spark.catalog.refreshTable(tombstones)
+    got = sorted(tuple(r) for r in spark.sql(f"SELECT id, __lsn, __kafka_offset FROM {tombstones}").collect())
+    assert got == [(1, 40, 5), (2, 41, 6), (9, 21, 3)]
+    summaries = [r[0] for r in spark.sql(f"SELECT summary FROM {tombstones}.snapshots ORDER BY committed_at").collect()]
+    by_spark = ["spark.app.id" in s for s in summaries]
+    assert by_spark == ([True, True] if path == "merge" else [False, False])
+    if path != "merge":
+        assert summaries[1]["added-position-deletes"] == "1"  # key 1's first tombstone, replaced
+    p.send(pg("u", 1, {"id": 1, "name": "late", "bio": None}, 35),
+           pg("c", 9, {"id": 9, "name": "late", "bio": None}, 15))
+    late = p.run()
+    assert (late["inserted"], late["updated"], late["events_read"]) == (0, 0, 2)
+    assert p.rows() == {}

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from cdc.row_commit import overwrite_rows
+from cdc.row_commit import overwrite_rows, replace_rows
 from cdc.tables import iceberg_table
 from tests.conftest import unique
 from tests.integration.test_tables import sql_executions
@@ -72,3 +72,59 @@ def test_a_column_the_table_lacks_is_refused_before_anything_is_written(spark):
     with pytest.raises(ValueError, match=r"\['nope'\] are not in the table"):
         overwrite_rows(spark, name, [{"k": "a", "nope": 1}], {"k": "a"}, since)
     assert iceberg_table(spark, name).currentSnapshot() is None
+
+
+def tombstone_like(spark) -> str:
+    name = f"lake.rowcommit.{unique('d')}"
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.rowcommit")
+    spark.sql(f"CREATE TABLE {name} (k BIGINT, s STRING, at TIMESTAMP) USING iceberg TBLPROPERTIES "
+              "('format-version' = '2', 'write.delete.mode' = 'merge-on-read', 'write.update.mode' = "
+              "'merge-on-read', 'write.merge.mode' = 'merge-on-read')")
+    return name
+
+
+def located(spark, name: str) -> dict[int, tuple[str, int]]:
+    spark.catalog.refreshTable(name)
+    return {r[0]: (r[1], r[2]) for r in spark.sql(f"SELECT k, _file, _pos FROM {name}").collect()}
+
+
+def test_replace_rows_adds_rows_and_deletes_the_located_ones_in_one_commit(spark):
+    name = tombstone_like(spark)
+    spark.sql(f"INSERT INTO {name} VALUES (1, 'old 1', NULL), (2, 'stays', NULL), (3, 'old 3', NULL)")
+    where = located(spark, name)
+    since = snapshot(spark, name)
+    before = sql_executions(spark)
+    replace_rows(spark, name, [{"k": 1, "s": "new 1", "at": AT}, {"k": 3, "s": "new 3"}, {"k": 4, "s": "new 4"}],
+                 [where[3], where[1]], since)
+    assert sql_executions(spark) == before
+    spark.catalog.refreshTable(name)
+    got = sorted(tuple(r) for r in spark.sql(f"SELECT k, s, unix_micros(at) FROM {name}").collect())
+    assert got == [(1, "new 1", AT), (2, "stays", None), (3, "new 3", None), (4, "new 4", None)]
+    summary = spark.sql(f"SELECT summary FROM {name}.snapshots ORDER BY committed_at DESC LIMIT 1").first()[0]
+    assert summary["added-position-deletes"] == "2" and summary["added-records"] == "3"
+    assert len(spark.sql(f"SELECT * FROM {name}.snapshots").collect()) == 2  # one commit
+
+
+def test_replace_rows_refuses_any_commit_since_its_snapshot_and_leaves_no_files(spark):
+    name = tombstone_like(spark)
+    spark.sql(f"INSERT INTO {name} VALUES (1, 'old', NULL)")
+    where, since = located(spark, name), snapshot(spark, name)
+    spark.sql(f"INSERT INTO {name} VALUES (9, 'another writer', NULL)")
+    files_before = {r[0] for r in spark.sql(f"SELECT file_path FROM {name}.all_files").collect()}
+    with pytest.raises(Exception, match="ValidationException: Found conflicting files"):
+        replace_rows(spark, name, [{"k": 1, "s": "mine"}], [where[1]], since)
+    since = snapshot(spark, name)
+    spark.sql(f"DELETE FROM {name} WHERE k = 1")  # another writer deleted the located row (its whole file) since
+    with pytest.raises(Exception, match="ValidationException: Cannot commit, missing data files"):
+        replace_rows(spark, name, [{"k": 1, "s": "mine"}], [where[1]], since)
+    spark.catalog.refreshTable(name)
+    assert sorted(tuple(r) for r in spark.sql(f"SELECT k, s FROM {name}").collect()) == [(9, "another writer")]
+    data_dir = iceberg_table(spark, name).location().replace("file:", "") + "/data"
+    import os
+
+    on_disk = {f"file:{data_dir}/{f}" for f in os.listdir(data_dir)} | {f"{data_dir}/{f}" for f in os.listdir(data_dir)}
+    live = {r[0] for r in spark.sql(f"SELECT file_path FROM {name}.all_files").collect()} | {
+        r[0] for r in spark.sql(f"SELECT file_path FROM {name}.all_delete_files").collect()}
+    assert files_before <= live
+    assert not [f for f in os.listdir(data_dir) if f"{data_dir}/{f}" not in live and f"file:{data_dir}/{f}" not in live
+                and not f.startswith(".")], on_disk

@@ -130,3 +130,18 @@ def test_the_key_filter_cuts_target_and_tombstones_to_the_batchs_keys_by_a_broad
     assert ("LEFT JOIN (SELECT /*+ BROADCAST(k) */ r.* FROM lake.meta.tombstones__inv__customers r LEFT SEMI JOIN "
             "(SELECT DISTINCT `id` FROM (SELECT * FROM V)) k ON r.`id` = k.`id`) d") in merge
     assert "SEMI" not in merge_target_sql(SPEC, "V")
+
+
+def test_located_tombstones_name_the_file_and_row_of_each_keys_tombstone_also_through_the_key_filter():
+    from dataclasses import replace
+
+    plain = classify_sql(SPEC, "SELECT 1")
+    assert "_file" not in plain and "_pos" not in plain
+    located = classify_sql(replace(SPEC, locate_tombstones=True), "SELECT 1")
+    tombstones = f"(SELECT *, _file AS `__tombstone_file`, _pos AS `__tombstone_pos` FROM {SPEC.tombstones})"
+    assert f"LEFT JOIN {tombstones} d ON" in located and "d.`__tombstone_file`, d.`__tombstone_pos`" in located
+    cut = classify_sql(replace(SPEC, locate_tombstones=True, key_filter=True), "SELECT 1")
+    assert f"SELECT /*+ BROADCAST(k) */ r.* FROM {tombstones} r LEFT SEMI JOIN" in cut
+    assert f"SELECT /*+ BROADCAST(k) */ r.* FROM {SPEC.target} r" in cut  # the target's cut stays as it was
+    soft = classify_sql(replace(SPEC, locate_tombstones=True, tombstones=None, delete_mode="soft"), "SELECT 1")
+    assert "_file" not in soft
