@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
@@ -21,10 +22,10 @@ from cdc.modes.runner import apply_append, apply_scd2, check_mode
 from cdc.pk_moves import fill_moved_sql, prepare as prepare_moves
 from cdc.merge import (MergeSpec, changes_sql, classify_sql, merge_target_sql, merge_tombstones_sql,
                        moved_toast_sql, newest_sql, truncate_sql)
-from cdc.sql import tuple_cmp_literal
+from cdc.sql import q, tuple_cmp_literal
 from cdc.stage import BatchStats
 from cdc.table_layout import TableLayout
-from cdc.tombstone_write import simple_key, write_tombstones
+from cdc.tombstone_write import GONE, located_columns, simple_key, write_tombstones
 from cdc.tables import (EPOCHS_PROPERTY, TableNames, current_snapshot, ensure_target, ensure_tombstones,
                          fresh_snapshot_id, gc_horizon, snapshot_id, target_epochs)
 
@@ -88,7 +89,7 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
     # tombstone may have been committed since, which the MERGE must then re-check: late_tombstones)
     classified_from = None if soft else snapshot_id(spark, names.tombstones)
     classified = spark.sql(classify_sql(spec, newest_sql(spec, changes))).localCheckpoint()
-    actions = action_counts(classified, few)
+    actions, gone = read_actions(classified, few, located_columns(spec) if spec.locate_tombstones else ())
     checkpoint("after_classify")  # a writer that stalls here and merges late is fenced by the MERGE conditions
     view = f"cdc_classified_{uuid.uuid4().hex[:12]}"
     classified.createOrReplaceTempView(view)
@@ -99,7 +100,7 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
                 spark.sql(merge_target_sql(spec, view, late_tombstones=late))
             checkpoint("after_merge")
             if not soft and (actions.get("delete") or actions.get("tombstone")) and not (
-                    spec.locate_tombstones and not late and write_tombstones(spark, spec, classified, classified_from)):
+                    spec.locate_tombstones and not late and write_tombstones(spark, spec, gone, classified_from)):
                 spark.sql(merge_tombstones_sql(spec, view))  # a large batch, or tombstones written since classified
     finally:
         spark.catalog.dropTempView(view)
@@ -113,14 +114,17 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
     )
 
 
-def action_counts(classified: Any, few: bool) -> dict[str, int]:
-    """Rows per ``__action`` of the classified batch. ``few`` (a batch the driver could read): its action column is
-    collected and counted here, one Spark job instead of an aggregation's two (a shuffle)."""
+def read_actions(classified: Any, few: bool, located: Sequence[str] = ()) -> tuple[dict[str, int],
+                                                                                   list[dict[str, Any]]]:
+    """Rows per ``__action`` of the classified batch, and the ``located`` columns of its ``delete``/``tombstone`` rows
+    (``cdc.tombstone_write``; only for ``few``). ``few`` (a batch the driver could read): both come from one collect
+    of those columns, one Spark job instead of an aggregation's two (a shuffle) plus a collect of the deletes."""
     if few:
-        from collections import Counter
-
-        return dict(Counter(r[0] for r in classified.select("__action").collect()))
-    return {r["__action"]: int(r["count"]) for r in classified.groupBy("__action").count().collect()}
+        rows = classified.select("`__action`", *(q(c) for c in located)).collect()
+        gone = [r.asDict() for r in rows if r[0] in GONE] if located else []
+        return dict(Counter(r[0] for r in rows)), gone
+    assert not located, "deletes are collected only from a batch the driver could read"
+    return {r["__action"]: int(r["count"]) for r in classified.groupBy("__action").count().collect()}, []
 
 
 def apply_mode(spark: Any, names: TableNames, batch_id: int, row_columns: Sequence[Column], key: Sequence[str],

@@ -28,7 +28,6 @@ import pyarrow as pa
 from cdc.decode.model import Column
 from cdc.layout import DELETED_AT, KAFKA_OFFSET, KAFKA_PARTITION, OFFSET, PARTITION, TOMBSTONE_FILE, TOMBSTONE_POS
 from cdc.merge import MergeSpec
-from cdc.sql import q
 
 log = logging.getLogger("cdc.tombstones")
 GONE = ("delete", "tombstone")  # the classified actions that leave a tombstone
@@ -57,10 +56,16 @@ def tombstone_rows(spec: MergeSpec, classified: Sequence[Mapping[str, Any]], del
     return rows, replaced
 
 
-def write_tombstones(spark: Any, spec: MergeSpec, classified: Any, since: int | None) -> bool:
+def located_columns(spec: MergeSpec) -> tuple[str, ...]:
+    """The classified columns ``write_tombstones`` takes of each ``delete``/``tombstone`` row (``tombstone_rows``)."""
+    return (*spec.key, *spec.ordering, PARTITION, OFFSET, TOMBSTONE_FILE, TOMBSTONE_POS)
+
+
+def write_tombstones(spark: Any, spec: MergeSpec, gone: Sequence[Mapping[str, Any]], since: int | None) -> bool:
     """Commit the batch's tombstones as one row delta validated from snapshot ``since`` of the tombstones (the one
-    the classification read); False when Iceberg refuses it (a commit since), and nothing was written: the caller
-    runs ``merge_tombstones_sql`` instead."""
+    the classification read); ``gone``: the classified ``delete``/``tombstone`` rows (``located_columns``, collected
+    by the caller with the action counts). False when Iceberg refuses it (a commit since) or the tombstones table has
+    other columns than this writes, and nothing was written: the caller runs ``merge_tombstones_sql`` instead."""
     from cdc.ledger import is_commit_conflict
     from cdc.ledger_write import now_us
     from cdc.row_commit import replace_rows
@@ -73,12 +78,9 @@ def write_tombstones(spark: Any, spec: MergeSpec, classified: Any, since: int | 
     has = [f["name"] for f in json.loads(parser.toJson(schema))["fields"]]
     if set(has) - set(wanted):
         return False
-    cols = [q(c) for c in (*spec.key, *spec.ordering, PARTITION, OFFSET, TOMBSTONE_FILE, TOMBSTONE_POS)]
-    gone = ", ".join(f"'{a}'" for a in GONE)
-    found = [r.asDict() for r in classified.where(f"`__action` IN ({gone})").select(*cols).collect()]
-    if not found:
+    if not gone:
         return True
-    rows, replaced = tombstone_rows(spec, found, now_us())
+    rows, replaced = tombstone_rows(spec, gone, now_us())
     try:
         replace_rows(spark, spec.tombstones, rows, replaced, since)
     except Exception as exc:  # noqa: BLE001 - a refused commit is answered by the MERGE; anything else is raised
