@@ -7,6 +7,7 @@ and leaves the table exactly as one uninterrupted run would.
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -25,9 +26,12 @@ from cdc.merge import (MergeSpec, changes_sql, classify_sql, merge_target_sql, m
 from cdc.sql import q, tuple_cmp_literal
 from cdc.stage import BatchStats
 from cdc.table_layout import TableLayout
+from cdc import target_write
 from cdc.tombstone_write import GONE, located_columns, simple_key, write_tombstones
 from cdc.tables import (EPOCHS_PROPERTY, TableNames, current_snapshot, ensure_target, ensure_tombstones,
-                         fresh_snapshot_id, gc_horizon, snapshot_id, target_epochs)
+                         fresh_snapshot_id, gc_horizon, iceberg_table, snapshot_id, target_epochs)
+
+log = logging.getLogger("cdc.apply")
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,9 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
     """``filters``: when to cut the target to the batch's keys (``key_filter_max_changes``,
     ``key_filter_min_target_rows``, ``cdc.merge.near``) and when the MERGE puts a bloom filter of the batch's keys on
     the target's scan (``bloom_filter_min_target_rows``, ``cdc.bloom``); both measure the target by its current
-    snapshot's ``total-records``."""
+    snapshot's ``total-records``. A batch the driver read commits its changes to the target and tombstones as row
+    deltas instead of MERGEs where the result is the same (``row_deltas``; ``cdc.target_write``,
+    ``cdc.tombstone_write``)."""
     check_mode(spark, names.target, write_mode)
     if write_mode != "upsert":  # append (changelog) / scd2 (history): cdc.modes
         return apply_mode(spark, names, batch_id, row_columns, key, ordering, write_mode, track_columns, stats, epochs,
@@ -83,22 +89,36 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
 
     spec = prepare_moves(spark, spec, row_columns, stats.moves)  # PK moves: headers, images (cdc.pk_moves)
     few = stats.events_read <= filters.driver_read_max_records
-    spec = replace(spec, locate_tombstones=few and not soft and not spec.pk_moves and simple_key(key_cols))
+    spec = replace(spec, locate_tombstones=few and filters.row_deltas and not soft and not spec.pk_moves
+                   and simple_key(key_cols))
+    facts = None  # a batch the driver read (its rows fit in it) may write the target by a row delta (cdc.target_write)
+    if filters.row_deltas and stats.driver_bytes is not None and few:
+        facts = target_write.target_facts(spark, iceberg_table(spark, names.target))
+        why = target_write.ineligible(spec, facts)
+        spec = replace(spec, locate_target=why is None)
+        if why:
+            log.debug("table %s: no row delta for the target (%s)", names.target, why)
     changes = moved_toast_sql(spec, fill_moved_sql(spec, changes_sql(spec)))
-    # The tombstones as classification reads them (the session's catalog caches the table; a later snapshot means a
+    # The tables as classification reads them (the session's catalog caches a table; a later snapshot means a
     # tombstone may have been committed since, which the MERGE must then re-check: late_tombstones)
     classified_from = None if soft else snapshot_id(spark, names.tombstones)
+    target_from = snapshot_id(spark, names.target)
     classified = spark.sql(classify_sql(spec, newest_sql(spec, changes))).localCheckpoint()
-    actions, gone = read_actions(classified, few, located_columns(spec) if spec.locate_tombstones else ())
+    located = (*(located_columns(spec) if spec.locate_tombstones else ()),
+               *(target_write.located_columns(spec) if spec.locate_target else ()))
+    actions, changed = read_actions(classified, few, tuple(dict.fromkeys(located)))
     checkpoint("after_classify")  # a writer that stalls here and merges late is fenced by the MERGE conditions
     view = f"cdc_classified_{uuid.uuid4().hex[:12]}"
     classified.createOrReplaceTempView(view)
     try:
         if any(actions.get(a) for a in ("insert", "update", "delete", "tombstone")):
             late = not soft and fresh_snapshot_id(spark, names.tombstones) != classified_from
-            with bloom_filtered(spark, 0 < filters.bloom_filter_min_target_rows <= rows):
-                spark.sql(merge_target_sql(spec, view, late_tombstones=late))
+            if not (spec.locate_target and not late and facts is not None
+                    and target_write.write_target(spark, spec, facts, view, changed, target_from)):
+                with bloom_filtered(spark, 0 < filters.bloom_filter_min_target_rows <= rows):
+                    spark.sql(merge_target_sql(spec, view, late_tombstones=late))
             checkpoint("after_merge")
+            gone = [r for r in changed if r["__action"] in GONE]
             if not soft and (actions.get("delete") or actions.get("tombstone")) and not (
                     spec.locate_tombstones and not late and write_tombstones(spark, spec, gone, classified_from)):
                 spark.sql(merge_tombstones_sql(spec, view))  # a large batch, or tombstones written since classified
@@ -116,14 +136,15 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
 
 def read_actions(classified: Any, few: bool, located: Sequence[str] = ()) -> tuple[dict[str, int],
                                                                                    list[dict[str, Any]]]:
-    """Rows per ``__action`` of the classified batch, and the ``located`` columns of its ``delete``/``tombstone`` rows
-    (``cdc.tombstone_write``; only for ``few``). ``few`` (a batch the driver could read): both come from one collect
-    of those columns, one Spark job instead of an aggregation's two (a shuffle) plus a collect of the deletes."""
+    """Rows per ``__action`` of the classified batch, and the ``located`` columns (and ``__action``) of its rows other
+    than ``skip`` (``cdc.tombstone_write``, ``cdc.target_write``; only for ``few``). ``few`` (a batch the driver could
+    read): both come from one collect of those columns, one Spark job instead of an aggregation's two (a shuffle)
+    plus a collect of the changes."""
     if few:
         rows = classified.select("`__action`", *(q(c) for c in located)).collect()
-        gone = [r.asDict() for r in rows if r[0] in GONE] if located else []
-        return dict(Counter(r[0] for r in rows)), gone
-    assert not located, "deletes are collected only from a batch the driver could read"
+        changed = [r.asDict() for r in rows if r[0] != "skip"] if located else []
+        return dict(Counter(r[0] for r in rows)), changed
+    assert not located, "changes are collected only from a batch the driver could read"
     return {r["__action"]: int(r["count"]) for r in classified.groupBy("__action").count().collect()}, []
 
 

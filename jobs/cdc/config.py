@@ -91,6 +91,11 @@ class _Parser:
             raise self.fail(key, f"must be a whole number, got {value!r}")
         return kind(value)
 
+    def flag(self, value: Any, key: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(key, f"must be true or false, got {value!r}")
+        return value
+
     def unknown(self, raw: dict[str, Any], allowed: set[str], where: str) -> None:
         extra = sorted(set(raw) - allowed)
         if extra:
@@ -169,7 +174,7 @@ class _Parser:
         b = self.mapping(raw, "batch")
         self.unknown(b, {"max_records_per_partition", "chunk_size", "read_timeout_seconds", "claim_timeout_minutes",
                          "table_concurrency", "driver_read_max_records", "key_filter_max_changes",
-                         "key_filter_min_target_rows", "bloom_filter_min_target_rows"}, "batch.")
+                         "key_filter_min_target_rows", "bloom_filter_min_target_rows", "row_deltas"}, "batch.")
         d = BatchConfig()
         return BatchConfig(
             max_records_per_partition=self.number(b.get("max_records_per_partition", d.max_records_per_partition),
@@ -190,6 +195,7 @@ class _Parser:
             bloom_filter_min_target_rows=self.number(
                 b.get("bloom_filter_min_target_rows", d.bloom_filter_min_target_rows),
                 "batch.bloom_filter_min_target_rows", int, 0),
+            row_deltas=self.flag(b.get("row_deltas", d.row_deltas), "batch.row_deltas"),
         )
 
     def table(self, t: dict[str, Any], i: int) -> TableConfig:
@@ -232,9 +238,7 @@ class _Parser:
         ratio = self.number(t.get("max_dead_letter_ratio", 0.01), w + "max_dead_letter_ratio", float, 0)
         if ratio > 1:
             raise self.fail(w + "max_dead_letter_ratio", f"must be between 0 and 1, got {ratio}")
-        afa = t.get("allow_field_addition", True)
-        if not isinstance(afa, bool):
-            raise self.fail(w + "allow_field_addition", "must be true or false")
+        afa = self.flag(t.get("allow_field_addition", True), w + "allow_field_addition")
         return TableConfig(
             topic=topic, target=target, primary_key=tuple(pk), ordering=ordering,
             delete_mode=self.choice(t.get("delete_mode", "hard"), w + "delete_mode", DELETE_MODES),

@@ -100,6 +100,9 @@ DELETED_AT = "__deleted_at"
 # Where the classification found a key's tombstone (Iceberg's _file/_pos), so a small batch's new tombstones can
 # replace it by a row delta written through Iceberg's API instead of a MERGE (cdc.tombstone_write).
 TOMBSTONE_FILE, TOMBSTONE_POS = "__tombstone_file", "__tombstone_pos"
+# Where the classification found a key's live target row, so a small batch's changes can replace it by a row delta
+# instead of a MERGE (cdc.target_write).
+TARGET_FILE, TARGET_POS = "__target_file", "__target_pos"
 
 
 def target_meta(ordering: Sequence[str], soft: bool) -> list[Column]:

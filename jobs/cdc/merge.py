@@ -35,12 +35,13 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from cdc.layout import (BATCH_ID, DELETED, DELETED_AT, IMAGE, INGESTED_AT, KAFKA_OFFSET, KAFKA_PARTITION, MOVED, NEW_KEY,
-                        OFFSET, OLD_KEY, OP, PARTITION, SOURCE_TS_MS, TOMBSTONE_FILE, TOMBSTONE_POS, UNAVAILABLE,
-                        Positioned)
+                        OFFSET, OLD_KEY, OP, PARTITION, SOURCE_TS_MS, TARGET_FILE, TARGET_POS, TOMBSTONE_FILE, TOMBSTONE_POS,
+                        UNAVAILABLE, Positioned)
 from cdc.sql import key_join, lit, position_value, q, tuple_cmp_literal, tuple_eq, tuple_gt
 
-__all__ = ["MergeSpec", "changes_sql", "classify_sql", "compaction_deletes_sql", "lit", "merge_target_sql", "merge_tombstones_sql",
-           "moved_toast_sql", "near", "newer_sql", "newest_sql", "q", "truncate_sql", "tuple_cmp_literal"]
+__all__ = ["MergeSpec", "changes_sql", "classify_sql", "compaction_deletes_sql", "insert_values", "lit",
+           "merge_target_sql", "merge_tombstones_sql", "moved_toast_sql", "near", "newer_sql", "newest_sql", "q",
+           "truncate_sql", "tuple_cmp_literal"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class MergeSpec(Positioned):
     pk_moves: bool = False  # the batch has PK-move headers: __old_key/__new_key/__moved flow through (cdc.pk_moves)
     key_filter: bool = False  # cut the target and tombstones to the batch's keys before joining them (``near``)
     locate_tombstones: bool = False  # classification names the file and row of each key's tombstone (hard deletes)
+    locate_target: bool = False  # classification names the file and row of each key's target row (cdc.target_write)
 
     @property
     def soft(self) -> bool:
@@ -228,11 +230,19 @@ def _tombstones(spec: MergeSpec) -> str:
     return f"(SELECT *, _file AS {q(TOMBSTONE_FILE)}, _pos AS {q(TOMBSTONE_POS)} FROM {spec.tombstones})"
 
 
+def _target(spec: MergeSpec) -> str:
+    """The target as classification joins it; ``locate_target``: with the data file and row position of each row
+    (as ``_tombstones``)."""
+    if not spec.locate_target:
+        return spec.target
+    return f"(SELECT *, _file AS {q(TARGET_FILE)}, _pos AS {q(TARGET_POS)} FROM {spec.target})"
+
+
 def classify_sql(spec: MergeSpec, newest: str) -> str:
     """Join the newest changes with the table (and tombstones) and decide each key's action."""
     k0 = q(spec.key[0])
     skip = [f"WHEN t.{k0} IS NOT NULL AND NOT {newer_sql(spec, 's', 't')} THEN 'skip'"]
-    joins = f"LEFT JOIN {near(spec, spec.target, newest)} t ON {key_join('s', 't', spec.key)}"
+    joins = f"LEFT JOIN {near(spec, _target(spec), newest)} t ON {key_join('s', 't', spec.key)}"
     if spec.tombstones and not spec.soft:
         skip.append(f"WHEN d.{k0} IS NOT NULL AND NOT {newer_sql(spec, 's', 'd')} THEN 'skip'")
         joins += f" LEFT JOIN {near(spec, _tombstones(spec), newest)} d ON {key_join('s', 'd', spec.key)}"
@@ -256,6 +266,8 @@ def classify_sql(spec: MergeSpec, newest: str) -> str:
                                                    "s.`__source_ts_ms`"] + ([f"s.{q(MOVED)}"] if spec.pk_moves else [])
     if spec.locate_tombstones and spec.tombstones and not spec.soft:
         meta += [f"d.{q(TOMBSTONE_FILE)}", f"d.{q(TOMBSTONE_POS)}"]
+    if spec.locate_target:
+        meta += [f"t.{q(TARGET_FILE)}", f"t.{q(TARGET_POS)}"]
     return f"SELECT {', '.join(values + meta)}, {action} FROM ({newest}) s {joins}"
 
 
@@ -268,6 +280,12 @@ def _meta_assignments(spec: MergeSpec) -> list[tuple[str, str]]:
         (BATCH_ID, str(int(spec.batch_id))),
         (INGESTED_AT, "current_timestamp()"),
     ]
+
+
+def insert_values(spec: MergeSpec, deleted: str | None = None) -> list[tuple[str, str]]:
+    """(target column, expression over the classified change ``s``) of the row a change writes: the MERGE's INSERT,
+    and every row a small batch's row delta writes (``cdc.target_write``); ``deleted``: soft mode's flag."""
+    return [(c, f"s.{q(c)}") for c in spec.columns] + _meta_assignments(spec) + ([(DELETED, deleted)] if deleted else [])
 
 
 def merge_target_sql(spec: MergeSpec, classified: str, late_tombstones: bool = True) -> str:
@@ -285,7 +303,7 @@ def merge_target_sql(spec: MergeSpec, classified: str, late_tombstones: bool = T
         return ", ".join(f"t.{q(c)} = {v}" for c, v in pairs)
 
     def insert(deleted: str | None) -> str:
-        pairs = [(c, f"s.{q(c)}") for c in spec.columns] + meta + ([(DELETED, deleted)] if deleted else [])
+        pairs = insert_values(spec, deleted)
         return f"INSERT ({', '.join(q(c) for c, _ in pairs)}) VALUES ({', '.join(v for _, v in pairs)})"
 
     src = f"(SELECT * FROM {classified} WHERE `__action` <> 'skip')"

@@ -72,23 +72,32 @@ def overwrite_rows(spark: Any, name: str, rows: Sequence[Mapping[str, Any]], equ
 def replace_rows(spark: Any, name: str, rows: Sequence[Mapping[str, Any]], deletes: Sequence[tuple[str, int]],
                  since: int | None) -> None:
     """Add ``rows`` to the unpartitioned Iceberg table ``name`` and delete the rows at ``deletes`` (data file path,
-    row position) as one row delta: what Spark's merge-on-read MERGE commits (a data file and a position delete
-    file), validated as it validates one with ``isolation-level=serializable`` from snapshot ``since`` (None: from
-    the table's first): the deleted rows' files still exist, and no data or delete file was committed since. Raises
-    what Iceberg raises; on a failure the files written here are deleted again (unless the commit's outcome is
-    unknown)."""
-    iceberg, table, data_file = _data_file(spark, name, rows)
-    written = [data_file.location()]
+    row position) as one row delta (``commit_delta``)."""
+    _, table, data_file = _data_file(spark, name, rows)
+    commit_delta(spark, table, data_file, deletes, since)
+
+
+def commit_delta(spark: Any, table: Any, data_file: Any | None, deletes: Sequence[tuple[str, int]],
+                 since: int | None, properties: Mapping[str, str] | None = None) -> None:
+    """Commit ``data_file`` (a new data file of the Iceberg ``table``, or None) and a position delete file of the
+    rows at ``deletes`` (data file path, row position) as one row delta: what Spark's merge-on-read MERGE commits,
+    validated as it validates one with ``isolation-level=serializable`` from snapshot ``since`` (None: from the
+    table's first): the deleted rows' files still exist, and no data or delete file was committed since.
+    ``properties`` go into the snapshot's summary. Raises what Iceberg raises; on a failure the files of this delta
+    are deleted again (unless the commit's outcome is unknown)."""
+    iceberg = getattr(spark._jvm, "org").apache.iceberg
+    written = [] if data_file is None else [data_file.location()]
     try:
-        delta = table.newRowDelta().addRows(data_file)
+        delta = table.newRowDelta()
+        if data_file is not None:
+            delta = delta.addRows(data_file)
         if deletes:
             files = _output_files(iceberg, table)
             factory = iceberg.data.GenericAppenderFactory(table.schema(), table.spec())
             factory.setAll(table.properties())
             writer = factory.newPosDeleteWriter(files.newOutputFile(), iceberg.FileFormat.PARQUET, None)
             try:
-                for path, pos in sorted(deletes):  # a position delete file is sorted by path, then position
-                    writer.write(iceberg.deletes.PositionDelete.create().set(path, int(pos), None))
+                write_positions(spark, writer, sorted(deletes))  # a position delete file: by path, then position
             finally:
                 writer.close()
             delete_file = writer.toDeleteFile()
@@ -97,6 +106,8 @@ def replace_rows(spark: Any, name: str, rows: Sequence[Mapping[str, Any]], delet
                      .validateDataFilesExist(_java_list(spark, sorted({p for p, _ in deletes}))))
         if since is not None:
             delta = delta.validateFromSnapshot(int(since))
+        for k, v in (properties or {}).items():
+            delta = delta.set(k, v)
         delta.validateNoConflictingDataFiles().validateNoConflictingDeleteFiles().commit()
     except BaseException as exc:
         if "CommitStateUnknownException" in str(exc):  # it may have been committed: its files may be the table's
@@ -107,6 +118,29 @@ def replace_rows(spark: Any, name: str, rows: Sequence[Mapping[str, Any]], delet
             except Exception:  # noqa: BLE001 - best effort: an orphan file is what a failed Spark write leaves too
                 pass
         raise
+
+
+def positions_text(deletes: Sequence[tuple[str, int]]) -> str | None:
+    """``deletes`` as ``CdcInternalRowWriters.writePositions`` takes them: ``<position> <path>`` lines (None when a
+    path holds a line break); pure."""
+    if any("\n" in path or "\r" in path for path, _ in deletes):
+        return None
+    return "\n".join(f"{int(pos)} {path}" for path, pos in deletes)
+
+
+def write_positions(spark: Any, writer: Any, deletes: Sequence[tuple[str, int]]) -> None:
+    """``deletes`` (data file path, row position) into Iceberg's position delete ``writer``: in one call to the
+    JVM (``cdc.row_writer``'s class; a few hundred deletes one by one cost a few hundred milliseconds of Py4J round
+    trips), else one by one."""
+    from cdc.row_writer import writer_class
+
+    helper, text = writer_class(spark), positions_text(deletes)
+    if helper is not None and text is not None:
+        helper.writePositions(writer, text)
+        return
+    iceberg = getattr(spark._jvm, "org").apache.iceberg
+    for path, pos in deletes:
+        writer.write(iceberg.deletes.PositionDelete.create().set(path, int(pos), None))
 
 
 def _output_files(iceberg: Any, table: Any) -> Any:

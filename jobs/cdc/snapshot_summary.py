@@ -54,3 +54,13 @@ def commit_properties(spark: Any, props: Mapping[str, str] | None) -> Iterator[N
         yield
     finally:
         local.remove()
+
+
+def current_commit_properties(spark: Any) -> dict[str, str]:
+    """What ``commit_properties`` set for this thread's Spark statements (empty outside it): for a commit made
+    through Iceberg's API in the same block (``cdc.target_write``), which Spark's writes do not see."""
+    props = java_class(spark, _CLASS).commitProperties()
+    if props is None or props.isEmpty():
+        return {}
+    keys = java_class(spark, "java.util.ArrayList")(props.keySet())  # by index: Py4J ends an iteration with an error
+    return {str(keys.get(i)): str(props.get(keys.get(i))) for i in range(keys.size())}

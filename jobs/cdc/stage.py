@@ -7,7 +7,7 @@ batch can be re-merged without Kafka and audited afterwards. Re-staging a batch 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, astuple, dataclass
+from dataclasses import asdict, astuple, dataclass, replace
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
@@ -110,6 +110,9 @@ class BatchStats:
     # (changes with an old-key header, deletes with a new-key header): the batch's primary-key moves (cdc.pk_moves);
     # None when the staging table has no header columns
     moves: tuple[int, int] | None = None
+    # Arrow bytes of the staged rows when the driver read the batch (so its changes fit in the driver: cdc.target_write);
+    # None when Spark tasks read it or the staged rows were counted
+    driver_bytes: int | None = None
 
     @property
     def events_read(self) -> int:
@@ -147,7 +150,7 @@ def arrow_batch_stats(batches: Sequence[pa.RecordBatch], ordering: Sequence[str]
     """``batch_stats`` of staged rows in hand (pure): the same counts, from the record batches a driver read staged
     (the rows the staging table then holds; ``have``: its columns). ``batch_stats``' SQL is the definition: each value
     here follows its expression, including Spark's order of structs with NULL fields (NULL first)."""
-    return stats_of(aggregates(batches, ordering), have)
+    return replace(stats_of(aggregates(batches, ordering), have), driver_bytes=sum(b.nbytes for b in batches))
 
 
 def _order(pos: Sequence[Any]) -> tuple[tuple[int, ...], ...]:

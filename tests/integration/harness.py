@@ -148,9 +148,10 @@ class Outcome:
 
 # How a batch meets the target (cdc.merge.near, cdc.bloom): chosen by the seed, so that existing seeds keep their
 # scenarios: joined whole (the default for small targets) / cut to the batch's keys / in addition a bloom filter of
-# the batch's keys on the MERGE's target scan (both are the default for targets of 1M rows and more)
+# the batch's keys on the MERGE's target scan (both are the default for targets of 1M rows and more). The first two
+# write a batch the driver read by row deltas (cdc.target_write, the default), the third by MERGE statements.
 MERGE_PATHS = {"whole": {}, "key-filter": {"key_filter_min_target_rows": 0},
-               "bloom": {"key_filter_min_target_rows": 0, "bloom_filter_min_target_rows": 1}}
+               "bloom": {"key_filter_min_target_rows": 0, "bloom_filter_min_target_rows": 1, "row_deltas": False}}
 
 
 def merge_path(scenario: Scenario) -> str:

@@ -20,13 +20,14 @@ def test_action_counts_of_a_few_rows_equal_the_aggregation(spark):
     assert read_actions(empty, True) == read_actions(empty, False) == ({}, [])
 
 
-def test_the_same_collect_gives_the_deletes_located_columns(spark):
-    """With ``located`` columns, the deletes and tombstones come back with those columns (and only they): what
-    ``cdc.tombstone_write`` writes, without a second Spark job."""
+def test_the_same_collect_gives_the_changes_located_columns(spark):
+    """With ``located`` columns, the rows other than ``skip`` come back with those columns (and only they): what
+    ``cdc.tombstone_write`` and ``cdc.target_write`` write, without a second Spark job."""
     rows = [(1, "insert", "f1", 0), (2, "delete", "f1", 1), (3, "tombstone", None, None), (4, "skip", "f2", 7)]
     df = spark.createDataFrame(rows, "id INT, __action STRING, __tombstone_file STRING, __tombstone_pos BIGINT")
-    counts, gone = read_actions(df.localCheckpoint(), True, ("id", "__tombstone_file", "__tombstone_pos"))
+    counts, changed = read_actions(df.localCheckpoint(), True, ("id", "__tombstone_file", "__tombstone_pos"))
     assert counts == {"insert": 1, "delete": 1, "tombstone": 1, "skip": 1}
-    assert gone == [{"__action": "delete", "id": 2, "__tombstone_file": "f1", "__tombstone_pos": 1},
-                    {"__action": "tombstone", "id": 3, "__tombstone_file": None, "__tombstone_pos": None}]
+    assert changed == [{"__action": "insert", "id": 1, "__tombstone_file": "f1", "__tombstone_pos": 0},
+                       {"__action": "delete", "id": 2, "__tombstone_file": "f1", "__tombstone_pos": 1},
+                       {"__action": "tombstone", "id": 3, "__tombstone_file": None, "__tombstone_pos": None}]
     assert read_actions(df, True, ())[1] == []

@@ -183,7 +183,8 @@ def bloom_filtered_scans(plan: str) -> set[str]:
 def test_a_large_targets_merge_shuffles_only_the_batchs_keys_by_a_bloom_filter_on_its_scan(make_pipe, monkeypatch):
     """``batch.bloom_filter_min_target_rows``: the MERGE into a target of that many rows puts a bloom filter of the
     batch's keys (Spark's runtime filter, ``might_contain``) on the target's scan; a smaller target's scan has
-    none. Same rows either way, and the session's settings are back after the MERGE."""
+    none. Same rows either way, and the session's settings are back after the MERGE (``row_deltas: false``: this
+    small batch would otherwise be written without a MERGE, ``cdc.target_write``)."""
     import cdc.apply
 
     plans: list[str] = []
@@ -197,7 +198,7 @@ def test_a_large_targets_merge_shuffles_only_the_batchs_keys_by_a_bloom_filter_o
     monkeypatch.setattr(cdc.apply, "merge_target_sql", explained)
     broadcast = "spark.sql.autoBroadcastJoinThreshold"
     for threshold, bloom in ((31, False), (30, True)):  # the target holds 30 rows when the second batch merges
-        p = make_pipe(batch={"bloom_filter_min_target_rows": threshold})
+        p = make_pipe(batch={"bloom_filter_min_target_rows": threshold, "row_deltas": False})
         before = p.spark.conf.get(broadcast)
         p.send(*(pg("c", i, {"id": i, "name": f"n{i}", "bio": None}, i) for i in range(1, 31)))
         p.run()

@@ -145,3 +145,28 @@ def test_located_tombstones_name_the_file_and_row_of_each_keys_tombstone_also_th
     assert f"SELECT /*+ BROADCAST(k) */ r.* FROM {SPEC.target} r" in cut  # the target's cut stays as it was
     soft = classify_sql(replace(SPEC, locate_tombstones=True, tombstones=None, delete_mode="soft"), "SELECT 1")
     assert "_file" not in soft
+
+
+def test_a_located_target_names_each_rows_file_and_position_in_the_classification():
+    """``locate_target`` (``cdc.target_write``): the target joined as a query of the table alone with its ``_file``
+    and ``_pos``, also when cut to the batch's keys; the tombstones' join is untouched."""
+    from dataclasses import replace
+
+    located = classify_sql(replace(SPEC, locate_target=True), "SELECT 1")
+    target = f"(SELECT *, _file AS `__target_file`, _pos AS `__target_pos` FROM {SPEC.target})"
+    assert f"LEFT JOIN {target} t ON" in located and "t.`__target_file`, t.`__target_pos`" in located
+    assert f"LEFT JOIN {SPEC.tombstones} d ON" in located
+    cut = classify_sql(replace(SPEC, locate_target=True, key_filter=True), "SELECT 1")
+    assert f"SELECT /*+ BROADCAST(k) */ r.* FROM {target} r LEFT SEMI JOIN" in cut
+
+
+def test_the_merges_insert_writes_the_insert_values():
+    from cdc.merge import insert_values
+
+    values = insert_values(SPEC)
+    assert [c for c, _ in values] == ["id", "name", "bio", "__lsn", "__op", "__source_ts_ms", "__kafka_partition",
+                                      "__kafka_offset", "__batch_id", "__ingested_at"]
+    assert dict(values)["__batch_id"] == "7" and dict(values)["__kafka_offset"] == "s.`__offset`"
+    insert = "INSERT (" + ", ".join(f"`{c}`" for c, _ in values) + ") VALUES (" + ", ".join(v for _, v in values) + ")"
+    assert insert in merge_target_sql(SPEC, "v")
+    assert insert_values(SPEC, "true")[-1] == ("__deleted", "true")

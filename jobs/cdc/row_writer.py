@@ -1,0 +1,110 @@
+"""A DataFrame's rows, collected to the driver, written into one Iceberg data file by Iceberg's own Spark writers.
+
+``cdc.target_write`` commits a small batch's changes to the target as a row delta through Iceberg's API. Its new
+rows have the target's full schema (every Spark type a source column can have), so they are not converted in Python
+(as ``cdc.row_commit``'s few ledger and tombstone rows are): the rows stay Spark ``InternalRow``s in the JVM, and
+Iceberg's ``SparkParquetWriters`` (what Spark's own Iceberg writes use) write them with the table's properties. The
+writer is chosen by a ``Function`` from the file's Parquet schema to a value writer, which Py4J cannot implement, so
+a glue class of a few lines is compiled once per driver JVM by Janino, the compiler Spark ships (no Java compiler is
+needed). Without it (Janino missing, a compile error) ``writer_class`` returns None and the caller keeps the MERGE.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from typing import Any
+
+log = logging.getLogger("cdc.row_writer")
+
+CLASS = "CdcInternalRowWriters"
+SOURCE = r"""
+public class CdcInternalRowWriters implements java.util.function.Function {
+  private org.apache.spark.sql.types.StructType type;
+
+  public CdcInternalRowWriters() {}
+
+  /** The writer function of a file whose rows have Spark type {@code t} (the table's columns, in order). */
+  public CdcInternalRowWriters forType(org.apache.spark.sql.types.StructType t) {
+    CdcInternalRowWriters f = new CdcInternalRowWriters();
+    f.type = t;
+    return f;
+  }
+
+  public Object apply(Object message) {
+    return org.apache.iceberg.spark.data.SparkParquetWriters.buildWriter(
+        type, (org.apache.iceberg.shaded.org.apache.parquet.schema.MessageType) message);
+  }
+
+  /** The rows of {@code ds}, collected to the driver as Spark's internal rows (each its own copy). */
+  public org.apache.spark.sql.catalyst.InternalRow[] collect(org.apache.spark.sql.Dataset ds) {
+    return (org.apache.spark.sql.catalyst.InternalRow[]) ds.queryExecution().executedPlan().executeCollect();
+  }
+
+  public void writeAll(org.apache.iceberg.io.DataWriter writer, org.apache.spark.sql.catalyst.InternalRow[] rows) {
+    for (int i = 0; i < rows.length; i++) writer.write(rows[i]);
+  }
+
+  /** Position deletes into {@code writer}, given as one string (one Py4J argument, not a list converted element by
+   * element): "position path" lines, in the order to write (cdc.row_commit.positions_text). */
+  public void writePositions(org.apache.iceberg.io.FileWriter writer, String deletes) {
+    org.apache.iceberg.deletes.PositionDelete delete = org.apache.iceberg.deletes.PositionDelete.create();
+    int at = 0;
+    while (at < deletes.length()) {
+      int end = deletes.indexOf('\n', at);
+      if (end < 0) end = deletes.length();
+      int split = deletes.indexOf(' ', at);
+      long position = Long.parseLong(deletes.substring(at, split));
+      writer.write(delete.set(deletes.substring(split + 1, end), position, null));
+      at = end + 1;
+    }
+  }
+}
+"""
+
+_lock = threading.Lock()
+_compiled: dict[str, Any] = {}  # application id -> an instance of the class, or None when it could not be built
+
+
+def writer_class(spark: Any) -> Any | None:
+    """An instance of ``CLASS`` in this driver's JVM (compiled on first use, about 0.2 s), or None when Janino cannot
+    build it here (logged once)."""
+    app = spark.sparkContext.applicationId
+    with _lock:
+        if app not in _compiled:
+            try:
+                jvm = spark._jvm
+                compiler = jvm.org.codehaus.janino.SimpleCompiler()
+                compiler.setParentClassLoader(jvm.java.lang.Thread.currentThread().getContextClassLoader())
+                compiler.cook(SOURCE)
+                _compiled[app] = compiler.getClassLoader().loadClass(CLASS).newInstance()
+            except Exception as exc:  # noqa: BLE001 - no row deltas for targets then; the MERGE writes them
+                java = getattr(exc, "java_exception", None)
+                log.warning("the target row writer could not be compiled (%s); small batches merge by MERGE",
+                            (java.toString() if java is not None else str(exc)).splitlines()[0][:500])
+                _compiled[app] = None
+        return _compiled[app]
+
+
+def write_frame(spark: Any, table: Any, df: Any) -> Any | None:
+    """The rows of ``df`` (the columns of the unpartitioned Iceberg ``table``, in its order and with its Spark types)
+    collected to the driver and written into one new data file of the table: its ``DataFile``, nothing committed;
+    None when ``df`` has no rows or the writer class is missing."""
+    helper = writer_class(spark)
+    if helper is None:
+        return None
+    rows = helper.collect(df._jdf)
+    if not len(rows):
+        return None
+    iceberg = spark._jvm.org.apache.iceberg
+    struct = spark._jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(table.schema())
+    files = iceberg.io.OutputFileFactory.builderFor(table, 0, 0).format(iceberg.FileFormat.PARQUET).operationId(
+        uuid.uuid4().hex).build()
+    writer = (iceberg.parquet.Parquet.writeData(files.newOutputFile()).forTable(table)
+              .createWriterFunc(helper.forType(struct)).withSpec(table.spec()).overwrite().build())
+    try:
+        helper.writeAll(writer, rows)
+    finally:
+        writer.close()
+    return writer.toDataFile()
