@@ -72,6 +72,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          "the measured run then finds a day's history, as in production. 0 = a fresh ledger")
     ap.add_argument("--spark-conf", type=json.loads, default={},
                     help="JSON object of extra Spark settings for every job run, e.g. for A/B runs")
+    ap.add_argument("--batch", type=json.loads, default={},
+                    help="JSON object of extra batch: settings for every job run, e.g. '{\"row_deltas\": false}'")
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--backfill-events", type=int, default=0,
                     help="target 5: a backfill of this many changes (the issue: 10,000,000) with the job's default "
@@ -89,7 +91,7 @@ def throughput(args: argparse.Namespace, broker: Any, registry: str, tmp: Path, 
     cap = max(args.events, args.preload)
     cfg = pipeline_yaml(tmp / "throughput.yaml", "bench", broker.bootstrap, registry, str(tmp / "wh"),
                         [(stream.topic, "bench.customers")],
-                        {"max_records_per_partition": cap, "chunk_size": args.chunk_size}, spark_conf)
+                        {"max_records_per_partition": cap, "chunk_size": args.chunk_size, **args.batch}, spark_conf)
     pre = stream.produce_preload(args.preload)
     log(f"preload: {pre.records:,} snapshot records produced in {pre.seconds:.0f} s; loading the target")
     if pre.records:
@@ -167,7 +169,7 @@ def small_batch(args: argparse.Namespace, broker: Any, registry: str, tmp: Path,
     shared machine hits all three alike; each number is its median over the rounds."""
     stream = Stream(broker, registry, "bench.public.small", 1, seed=5)
     cfg = pipeline_yaml(tmp / "small.yaml", "bench_small", broker.bootstrap, registry, str(tmp / "wh_small"),
-                        [(stream.topic, "bench.small")], {"chunk_size": args.chunk_size}, spark_conf)
+                        [(stream.topic, "bench.small")], {"chunk_size": args.chunk_size, **args.batch}, spark_conf)
     stream.produce_preload(args.small_events)
     first = procs.ingest(cfg).check("small batch (first run, creates the table)")
     jobs, floors, cacheds = [], [], []
@@ -202,7 +204,7 @@ def many_tables(args: argparse.Namespace, broker: Any, registry: str, tmp: Path,
     streams = [Stream(broker, registry, f"bench.public.t{i:02d}", 1, seed=100 + i) for i in range(args.tables)]
     big = Stream(broker, registry, "bench.public.single", 1, seed=99)
     batch = {"chunk_size": args.chunk_size, "table_concurrency": args.table_concurrency,
-             "max_records_per_partition": args.tables * args.table_events * 2}
+             "max_records_per_partition": args.tables * args.table_events * 2, **args.batch}
     many = pipeline_yaml(tmp / "many.yaml", "bench_many", broker.bootstrap, registry, str(tmp / "wh_many"),
                          [(s.topic, f"many.t{i:02d}") for i, s in enumerate(streams)], batch, spark_conf)
     single = pipeline_yaml(tmp / "single.yaml", "bench_single", broker.bootstrap, registry, str(tmp / "wh_single"),
