@@ -182,6 +182,8 @@ def write_target(spark: Any, spec: MergeSpec, facts: TargetFacts, view: str,
         df = df.select(*(F.col(q(n)).cast(want).alias(n) for n, want, _ in facts.fields))
     table = iceberg_table(spark, spec.target)
     data_file = write_frame(spark, table, df) if any(r["__action"] in WRITES for r in changed) else None
+    if data_file is None and not deletes:  # only tombstones: the MERGE would change no row either
+        return True
     try:
         commit_delta(spark, table, data_file, deletes, since, current_commit_properties(spark))
     except Exception as exc:  # noqa: BLE001 - a refused commit is answered by the MERGE; anything else is raised

@@ -32,6 +32,7 @@ BATCHES = [
     [pg("c", 2, row(2, "late"), 15),  # older than key 2's delete: stays deleted
      pg("c", 2, row(2, "back"), 30), pg("u", 1, row(1, "uno", "b2"), 31), pg("u", 1, row(1, "one-last", "b3"), 32),
      pg("d", 5, row(5, "n5"), 33), pg("d", 6, row(6, "n6"), 34), pg("u", 7, row(7, "seven"), 35)],
+    [pg("d", 77, row(77, "never"), 40)],  # only a tombstone: the target does not change
 ]
 
 
@@ -39,7 +40,7 @@ def test_a_small_batch_changes_the_target_by_one_row_delta_leaving_what_the_merg
     """The same batches into two targets, one with row deltas (the default) and one with ``row_deltas: false``:
     after every batch both hold the same rows, metadata columns included; the row-delta target's batch commits are
     no Spark write (no ``spark.app.id``) and carry the batch's ``cdc.*`` summary keys; an update replaces its row
-    by a position delete."""
+    by a position delete; a batch that changes no row commits nothing to the target."""
     delta, merge = make_pipe(), make_pipe(batch={"row_deltas": False})
     for events in BATCHES:
         for p in (delta, merge):
@@ -51,8 +52,8 @@ def test_a_small_batch_changes_the_target_by_one_row_delta_leaving_what_the_merg
                                          4: ("four", "bio"), 7: ("seven", None), 8: ("n8", "bio"), 9: ("nine", None)}
     by_delta, by_merge = summaries(delta), summaries(merge)
     assert ["spark.app.id" in s for s in by_delta] == [False] * 3
-    assert ["spark.app.id" in s for s in by_merge] == [True] * 3
-    assert [s.get("cdc.batch-id") for s in by_delta] == [s.get("cdc.batch-id") for s in by_merge] == ["1", "2", "3"]
+    assert ["spark.app.id" in s for s in by_merge[:3]] == [True] * 3
+    assert [s.get("cdc.batch-id") for s in by_delta] == [s.get("cdc.batch-id") for s in by_merge[:3]] == ["1", "2", "3"]
     assert by_delta[1]["added-position-deletes"] == "3"  # updates of 1 and 4, delete of 2
     assert by_delta[1]["added-records"] == "3"  # 1, 4 and 9
 

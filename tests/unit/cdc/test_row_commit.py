@@ -27,3 +27,12 @@ def test_rows_json_keys_by_field_id_and_leaves_nulls_and_timestamps_out():
 def test_rows_json_refuses_a_column_the_table_does_not_have():
     with pytest.raises(ValueError, match=r"columns \['other'\] are not in the table"):
         rows_json([{"name": "a", "other": 1}], {"name": 1}, frozenset())
+
+
+def test_positions_go_to_the_jvm_as_lines_and_a_path_with_a_line_break_is_not_sent_so():
+    from cdc.row_commit import positions_text
+
+    assert positions_text([("s3://b/data/a b.parquet", 0), ("file:/w/x.parquet", 12)]) == \
+        "0 s3://b/data/a b.parquet\n12 file:/w/x.parquet"
+    assert positions_text([]) == ""
+    assert positions_text([("odd\nname", 1)]) is None and positions_text([("odd\rname", 1)]) is None
