@@ -92,7 +92,7 @@ def commit_delta(spark: Any, table: Any, data_file: Any | None, deletes: Sequenc
         if data_file is not None:
             delta = delta.addRows(data_file)
         if deletes:
-            files = _output_files(iceberg, table)
+            files = output_files(iceberg, table)
             factory = iceberg.data.GenericAppenderFactory(table.schema(), table.spec())
             factory.setAll(table.properties())
             writer = factory.newPosDeleteWriter(files.newOutputFile(), iceberg.FileFormat.PARQUET, None)
@@ -143,7 +143,8 @@ def write_positions(spark: Any, writer: Any, deletes: Sequence[tuple[str, int]])
         writer.write(iceberg.deletes.PositionDelete.create().set(path, int(pos), None))
 
 
-def _output_files(iceberg: Any, table: Any) -> Any:
+def output_files(iceberg: Any, table: Any) -> Any:
+    """An ``OutputFileFactory`` of new Parquet files of ``table`` (its location provider and encryption)."""
     return iceberg.io.OutputFileFactory.builderFor(table, 0, 0).format(iceberg.FileFormat.PARQUET).operationId(
         uuid.uuid4().hex).build()
 
@@ -183,7 +184,7 @@ def _data_file(spark: Any, name: str, rows: Sequence[Mapping[str, Any]]) -> tupl
     factory.setAll(table.properties())
     key = iceberg.PartitionKey(spec, schema)
     key.partition(records[0])
-    writer = factory.newDataWriter(_output_files(iceberg, table).newOutputFile(spec, key), parquet, key)
+    writer = factory.newDataWriter(output_files(iceberg, table).newOutputFile(spec, key), parquet, key)
     try:
         for record in records:  # one by one: Py4J would pick write(Object) for the whole list
             writer.write(record)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from typing import Any
 
 log = logging.getLogger("cdc.row_writer")
@@ -97,11 +96,11 @@ def write_frame(spark: Any, table: Any, df: Any) -> Any | None:
     rows = helper.collect(df._jdf)
     if not len(rows):
         return None
+    from cdc.row_commit import output_files
+
     iceberg = spark._jvm.org.apache.iceberg
-    struct = spark._jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(table.schema())
-    files = iceberg.io.OutputFileFactory.builderFor(table, 0, 0).format(iceberg.FileFormat.PARQUET).operationId(
-        uuid.uuid4().hex).build()
-    writer = (iceberg.parquet.Parquet.writeData(files.newOutputFile()).forTable(table)
+    struct = iceberg.spark.SparkSchemaUtil.convert(table.schema())
+    writer = (iceberg.parquet.Parquet.writeData(output_files(iceberg, table).newOutputFile()).forTable(table)
               .createWriterFunc(helper.forType(struct)).withSpec(table.spec()).overwrite().build())
     try:
         helper.writeAll(writer, rows)
