@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 from cdc.errors import ConcurrentRunError
 from cdc.lease import process_owner
-from cdc.ledger_state import LedgerRange, PendingBatch, TableState, oldest_pending, table_state, with_claim
+from cdc.ledger_state import LedgerRange, PendingBatch, TableState, table_state, with_claim
 from cdc.sql import lit
 
 if TYPE_CHECKING:
@@ -47,7 +47,6 @@ _CONFLICT_MARKERS = ("ValidationException", "CommitFailedException", "CommitStat
                      "Found conflicting files", "AlreadyExistsException")
 # A write naming fewer columns than the ledger has (``Ledger._by_name``)
 _MISSING_COLUMN = ("CANNOT_FIND_DATA", "Cannot find data for the output column")
-
 
 _LEDGER_LOCKS: dict[str, threading.RLock] = {}
 _LEDGER_LOCKS_GUARD = threading.Lock()
@@ -147,48 +146,33 @@ class Ledger:
         return {int(r["partition"]): int(r["e"]) for r in rows}
 
     def next_batch_id(self, table: str) -> int:
-        self._fresh()
-        row = self.spark.sql(f"SELECT max(batch_id) AS b FROM {self.name} WHERE {self._where(table)}").first()
-        return 1 if row is None or row["b"] is None else int(row["b"]) + 1
+        return self.state(table, None).next_batch_id
 
     def pending(self, table: str) -> PendingBatch | None:
         """The oldest batch that is claimed or staged but not committed."""
-        self._fresh()
-        return oldest_pending([r.asDict() for r in self.spark.sql(
-            f"SELECT *, unix_micros(claimed_at) AS claimed_at_us FROM {self.name} WHERE {self._where(table)} "
-            "AND status IN ('claimed', 'staged')").collect()])
+        return self.state(table, None).pending
 
     def state(self, table: str, topic: str | None) -> "TableState":
         """One read of what a run decides from (``TableState``): pending batches and their owners, the newest batch
         id, truncate barriers and, for ``topic``, the committed cursor and positions. A new batch reads it to plan, and
         again right after its claim to check that claim only when the claim cannot tell (``claim``'s ``planned``; the
-        fewer ledger reads, the faster a small batch: each is a Spark job)."""
-        from cdc.tables import snapshot_id
+        fewer ledger reads, the faster a small batch)."""
+        return self.states({table: topic})[table]
+
+    def states(self, tables: Mapping[str, str | None]) -> dict[str, "TableState"]:
+        """``state`` of each table (table → its topic, or None), all from one read of one ledger snapshot
+        (``cdc.ledger_read``): a group's tables plan from it (``cdc.run.run_batch``) instead of one read each."""
+        from cdc.ledger_read import read_states
 
         self._fresh()
-        seen = snapshot_id(self.spark, self.name)  # before the query: a claim validated from it is never laxer
-        # Every row of the table, filtered in Python (``table_state``): a plain scan is one Spark job; selecting the
-        # rows in SQL needs the newest batch id first (a window: a shuffle, two jobs, 0.1-0.4 s more in a new JVM).
-        rows = self.spark.sql(
-            "SELECT batch_id, mode, topic, `partition`, start_offset, end_offset, status, events_read, events_skipped, "
-            "dead_letters, run_id, owner, unix_micros(claimed_at) AS claimed_at_us, max_position, server_ids, "
-            f"truncate_barrier FROM {self.name} WHERE {self._where(table)}").collect()
-        return table_state([r.asDict() for r in rows], table, topic, seen)
+        return read_states(self.spark, self.name, self.pipeline, tables)
 
     def barrier(self, table: str, before_batch: int) -> tuple[int, ...] | None:
         """Newest truncate position recorded by earlier batches of the table."""
-        self._fresh()
-        rows = self.spark.sql(
-            f"SELECT DISTINCT truncate_barrier FROM {self.name} WHERE {self._where(table)} "
-            f"AND batch_id < {int(before_batch)} AND truncate_barrier IS NOT NULL").collect()
-        found = [tuple(json.loads(r[0])) for r in rows if r[0]]
-        return max(found) if found else None
+        return self.state(table, None).barrier_before(before_batch)
 
     def owners(self, table: str, batch_id: int) -> set[str]:
-        self._fresh()
-        rows = self.spark.sql(f"SELECT DISTINCT run_id FROM {self.name} WHERE {self._where(table)} "
-                              f"AND batch_id = {int(batch_id)}").collect()
-        return {r[0] for r in rows}
+        return self.state(table, None).owners(batch_id)
 
     def claim(self, table: str, batch_id: int, mode: str, ranges: Sequence[LedgerRange], run_id: str,
               topic: str | None = None, cursor: dict[int, int] | None = None, *, seen: int | None,

@@ -5,17 +5,16 @@ rows have the target's full schema (every Spark type a source column can have), 
 (as ``cdc.row_commit``'s few ledger and tombstone rows are): the rows stay Spark ``InternalRow``s in the JVM, and
 Iceberg's ``SparkParquetWriters`` (what Spark's own Iceberg writes use) write them with the table's properties. The
 writer is chosen by a ``Function`` from the file's Parquet schema to a value writer, which Py4J cannot implement, so
-a glue class of a few lines is compiled once per driver JVM by Janino, the compiler Spark ships (no Java compiler is
-needed). Without it (Janino missing, a compile error) ``writer_class`` returns None and the caller keeps the MERGE.
+a glue class of a few lines is compiled once per driver JVM (``cdc.janino``). Without it (Janino missing, a compile
+error) ``writer_class`` returns None and the caller keeps the MERGE.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 from typing import Any
 
-log = logging.getLogger("cdc.row_writer")
+from cdc.janino import compiled
+from cdc.row_commit import output_files
 
 CLASS = "CdcInternalRowWriters"
 SOURCE = r"""
@@ -62,46 +61,33 @@ public class CdcInternalRowWriters implements java.util.function.Function {
 }
 """
 
-_lock = threading.Lock()
-_compiled: dict[str, Any] = {}  # application id -> an instance of the class, or None when it could not be built
-
 
 def writer_class(spark: Any) -> Any | None:
     """An instance of ``CLASS`` in this driver's JVM (compiled on first use, about 0.2 s), or None when Janino cannot
     build it here (logged once)."""
-    app = spark.sparkContext.applicationId
-    with _lock:
-        if app not in _compiled:
-            try:
-                jvm = spark._jvm
-                compiler = jvm.org.codehaus.janino.SimpleCompiler()
-                compiler.setParentClassLoader(jvm.java.lang.Thread.currentThread().getContextClassLoader())
-                compiler.cook(SOURCE)
-                _compiled[app] = compiler.getClassLoader().loadClass(CLASS).newInstance()
-            except Exception as exc:  # noqa: BLE001 - no row deltas for targets then; the MERGE writes them
-                java = getattr(exc, "java_exception", None)
-                log.warning("the target row writer could not be compiled (%s); small batches merge by MERGE",
-                            (java.toString() if java is not None else str(exc)).splitlines()[0][:500])
-                _compiled[app] = None
-        return _compiled[app]
+    return compiled(spark, CLASS, SOURCE, "small batches merge by MERGE")
 
 
-def write_frame(spark: Any, table: Any, df: Any) -> Any | None:
-    """The rows of ``df`` (the columns of the unpartitioned Iceberg ``table``, in its order and with its Spark types)
-    collected to the driver and written into one new data file of the table: its ``DataFile``, nothing committed;
-    None when ``df`` has no rows or the writer class is missing."""
+def write_frame(spark: Any, table: Any, df: Any, partition: str | None = None) -> Any | None:
+    """The rows of ``df`` (the columns of the Iceberg ``table``, in its order and with its Spark types) collected to
+    the driver and written into one new data file of the table: its ``DataFile``, nothing committed; None when ``df``
+    has no rows or the writer class is missing. ``partition``: the partition every row is in, as Iceberg's partition
+    path (``batch_id=7``); None: the table is unpartitioned."""
     helper = writer_class(spark)
     if helper is None:
         return None
     rows = helper.collect(df._jdf)
     if not len(rows):
         return None
-    from cdc.row_commit import output_files
-
     iceberg = spark._jvm.org.apache.iceberg
+    spec = table.spec()
     struct = iceberg.spark.SparkSchemaUtil.convert(table.schema())
-    writer = (iceberg.parquet.Parquet.writeData(output_files(iceberg, table).newOutputFile()).forTable(table)
-              .createWriterFunc(helper.forType(struct)).withSpec(table.spec()).overwrite().build())
+    key = None if partition is None else iceberg.DataFiles.data(spec, partition)
+    files = output_files(iceberg, table)
+    out = files.newOutputFile() if key is None else files.newOutputFile(spec, key)
+    builder = (iceberg.parquet.Parquet.writeData(out).forTable(table).createWriterFunc(helper.forType(struct))
+               .withSpec(spec).overwrite())
+    writer = (builder if key is None else builder.withPartition(key)).build()
     try:
         helper.writeAll(writer, rows)
     finally:

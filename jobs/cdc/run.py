@@ -54,10 +54,13 @@ def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: 
     if isolate and len(tables) > 1:  # one table's failure does not stop the others (cdc.group)
         from cdc.group import run_isolated, table_session
 
+        # every table plans from one ledger read (Ledger.states) instead of a read each
+        planned = ledger.states({t.target: t.topic for t in tables}) if mode == "incremental" else {}
+
         def one(t: TableConfig) -> dict[str, Any]:
             own = table_session(spark, cfg)
             return run_table(own, cfg, t, ledger if own is spark else Ledger(own, ledger.name, cfg.pipeline), mode,
-                             dry_run, bounds)
+                             dry_run, bounds, planned.get(t.target))
 
         summary = run_isolated(cfg, tables, mode, one)
     else:
@@ -69,8 +72,9 @@ def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: 
 
 
 def run_table(spark: Any, cfg: PipelineConfig, t: TableConfig, ledger: Ledger, mode: str, dry_run: bool,
-              bounds: BackfillBounds | None) -> dict[str, Any]:
-    """One table's batch (backfill: batches) in ``mode``; its summary entry."""
+              bounds: BackfillBounds | None, state: TableState | None = None) -> dict[str, Any]:
+    """One table's batch (backfill: batches) in ``mode``; its summary entry. ``state``: the table's ledger as read
+    for its group (incremental; None: read it now)."""
     runner = TableRun(spark, cfg, t, ledger)
     if mode == "reset":
         from cdc.reset import reset_cursor
@@ -78,7 +82,7 @@ def run_table(spark: Any, cfg: PipelineConfig, t: TableConfig, ledger: Ledger, m
         return reset_cursor(runner, (bounds.for_topic(t.topic) if bounds else Bounds()).start_offsets)
     if mode == "backfill":
         return runner.backfill(bounds.for_topic(t.topic) if bounds is not None else Bounds(), dry_run).__dict__
-    return runner.incremental(dry_run).__dict__
+    return runner.incremental(dry_run, state).__dict__
 
 
 class TableRun:
@@ -96,9 +100,10 @@ class TableRun:
         self.claimed: TableState | None = None  # the ledger as of the claim (Ledger.claim; truncate barriers)
         self.held: Held | None = None  # this run's claim as the ledger holds it (None: recovered, or updated in place)
 
-    def incremental(self, dry_run: bool) -> TableResult:
+    def incremental(self, dry_run: bool, state: TableState | None = None) -> TableResult:
         result = TableResult(self.t.target, self.t.topic)
-        state = self.ledger.state(self.t.target, self.t.topic)  # before the phases: a refusal logs no phase
+        if state is None:  # before the phases: a refusal logs no phase
+            state = self.ledger.state(self.t.target, self.t.topic)
         if not dry_run and self.recover(result, state.pending):
             state = self.ledger.state(self.t.target, self.t.topic)  # after the recovered batch
         with phase(result, "plan"):

@@ -1,0 +1,58 @@
+"""The ledger read a run decides from (``cdc.ledger.Ledger.states``): the rows of some tables at one ledger snapshot,
+turned into each table's ``TableState`` (``cdc.ledger_state``).
+
+A table's state is read before each batch is planned, and by the checks around a claim; as a Spark query each read
+cost a plan and a job, about 0.17 s of a busy driver's time, 27 per batch of a 20-table group
+(bench/results/2026-11-29-classification-profile.md). So the read is Iceberg's generic reader in the driver
+(``cdc.generic_rows``) unless the rows are in many files (a ledger not compacted for long: then a Spark query reads
+them in parallel tasks), and a group's tables are read all at once (``cdc.run.run_batch``).
+
+Either way the rows are those of exactly one snapshot, the one each state names (``TableState.snapshot_id``): a claim
+is validated from it (``Ledger.claim``). A state read earlier than its table plans is a state read by a table that
+took that long to plan: the claim is refused if another run claimed the batch since.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from cdc import generic_rows
+from cdc.ledger_state import TableState, table_state
+from cdc.sql import lit
+from cdc.tables import iceberg_table
+
+# What a table's state is built from (``table_state``); ``claimed_at`` as epoch microseconds
+STATE_COLUMNS = ("table_name", "batch_id", "mode", "topic", "partition", "start_offset", "end_offset", "status",
+                 "events_read", "events_skipped", "dead_letters", "run_id", "owner", "claimed_at", "max_position",
+                 "server_ids", "truncate_barrier")
+
+
+def read_states(spark: Any, ledger: str, pipeline: str, tables: Mapping[str, str | None]) -> dict[str, TableState]:
+    """The ``TableState`` of each of ``tables`` (table → its topic, or None) in ``pipeline``, from one read of the
+    current snapshot of ``ledger`` as the session's catalog holds it (the caller refreshes it first)."""
+    table = iceberg_table(spark, ledger)
+    current = table.currentSnapshot()
+    seen = None if current is None else int(current.snapshotId())
+    names = sorted(tables)
+    rows: list[dict[str, Any]] = []
+    if seen is not None:
+        only = {"pipeline": pipeline, **({"table_name": names[0]} if len(names) == 1 else {})}
+        found = generic_rows.read(spark, table, seen, only, STATE_COLUMNS, frozenset({"claimed_at"}))
+        rows = found if found is not None else spark_rows(spark, ledger, pipeline, names, seen)
+    by_table: dict[str, list[dict[str, Any]]] = {t: [] for t in names}
+    for r in rows:
+        if r["table_name"] in by_table:
+            r["claimed_at_us"] = r.pop("claimed_at")
+            by_table[r["table_name"]].append(r)
+    return {t: table_state(by_table[t], t, topic, seen) for t, topic in tables.items()}
+
+
+def spark_rows(spark: Any, ledger: str, pipeline: str, tables: Sequence[str], snapshot: int) -> list[dict[str, Any]]:
+    """``read_states``'s rows by a Spark query of ledger snapshot ``snapshot``: every row of the tables, filtered in
+    Python (``table_state``): a plain scan is one Spark job; selecting the rows in SQL needs the newest batch id first
+    (a window: a shuffle, two jobs)."""
+    columns = ", ".join("unix_micros(claimed_at) AS claimed_at" if c == "claimed_at" else f"`{c}`"
+                        for c in STATE_COLUMNS)
+    return [r.asDict() for r in spark.sql(
+        f"SELECT {columns} FROM {ledger} VERSION AS OF {int(snapshot)} WHERE pipeline = {lit(pipeline)} "
+        f"AND table_name IN ({', '.join(lit(t) for t in tables)})").collect()]
