@@ -17,7 +17,6 @@ from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
 from cdc.janino import compiled
-from cdc.py4j_classes import java_class
 
 MAX_FILES = 64  # more files than this: the caller's Spark query reads them in parallel tasks
 
@@ -106,9 +105,7 @@ def read(spark: Any, table: Any, snapshot_id: int, equal: Mapping[str, str], col
     helper = reader(spark)
     if helper is None:
         return None
-    expressions = java_class(spark, "org.apache.iceberg.expressions.Expressions")
-    row_filter = expressions.alwaysTrue()
-    for column, value in equal.items():
-        row_filter = getattr(expressions, "and")(row_filter, expressions.equal(column, value))
-    text = helper.read(table, int(snapshot_id), row_filter, ",".join(columns), MAX_FILES)
+    from cdc.row_commit import equal_filter
+
+    text = helper.read(table, int(snapshot_id), equal_filter(spark, equal), ",".join(columns), MAX_FILES)
     return None if text is None else parse(text, columns, timestamps)

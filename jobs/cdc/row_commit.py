@@ -24,6 +24,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
+from cdc.py4j_classes import java_class
 from cdc.tables import iceberg_table
 
 _ICEBERG = "org.apache.iceberg"
@@ -54,19 +55,23 @@ def overwrite_rows(spark: Any, name: str, rows: Sequence[Mapping[str, Any]], equ
     one partition), validated as serializable from snapshot ``since`` (None: from the table's first); ``properties``
     go into the snapshot's summary (e.g. a write id, to find the snapshot later). Raises what Iceberg raises (a
     conflict, a write it cannot validate)."""
-    iceberg, table, data_file = _data_file(spark, name, rows)
-    expressions = iceberg.expressions.Expressions
-    both = getattr(expressions, "and")
-    row_filter = expressions.alwaysTrue()
-    for column, value in equal.items():
-        row_filter = both(row_filter, expressions.equal(column, value))
-    overwrite = table.newOverwrite().overwriteByRowFilter(row_filter).addFile(data_file)
+    _, table, data_file = _data_file(spark, name, rows)
+    overwrite = table.newOverwrite().overwriteByRowFilter(equal_filter(spark, equal)).addFile(data_file)
     if since is not None:
         overwrite = overwrite.validateFromSnapshot(int(since))
     overwrite = overwrite.validateNoConflictingDeletes().validateNoConflictingData()
     for k, v in (properties or {}).items():
         overwrite = overwrite.set(k, v)
     overwrite.commit()
+
+
+def equal_filter(spark: Any, equal: Mapping[str, Any]) -> Any:
+    """Iceberg's row filter (an ``Expression``) of the rows where every column of ``equal`` has its value."""
+    expressions = java_class(spark, f"{_ICEBERG}.expressions.Expressions")
+    row_filter = expressions.alwaysTrue()
+    for column, value in equal.items():
+        row_filter = getattr(expressions, "and")(row_filter, expressions.equal(column, value))
+    return row_filter
 
 
 def replace_rows(spark: Any, name: str, rows: Sequence[Mapping[str, Any]], deletes: Sequence[tuple[str, int]],

@@ -68,11 +68,10 @@ def writer_class(spark: Any) -> Any | None:
     return compiled(spark, CLASS, SOURCE, "small batches merge by MERGE")
 
 
-def write_frame(spark: Any, table: Any, df: Any, partition: str | None = None) -> Any | None:
-    """The rows of ``df`` (the columns of the Iceberg ``table``, in its order and with its Spark types) collected to
-    the driver and written into one new data file of the table: its ``DataFile``, nothing committed; None when ``df``
-    has no rows or the writer class is missing. ``partition``: the partition every row is in, as Iceberg's partition
-    path (``batch_id=7``); None: the table is unpartitioned."""
+def write_frame(spark: Any, table: Any, df: Any) -> Any | None:
+    """The rows of ``df`` (the columns of the unpartitioned Iceberg ``table``, in its order and with its Spark types)
+    collected to the driver and written into one new data file of the table: its ``DataFile``, nothing committed;
+    None when ``df`` has no rows or the writer class is missing."""
     helper = writer_class(spark)
     if helper is None:
         return None
@@ -80,14 +79,9 @@ def write_frame(spark: Any, table: Any, df: Any, partition: str | None = None) -
     if not len(rows):
         return None
     iceberg = spark._jvm.org.apache.iceberg
-    spec = table.spec()
     struct = iceberg.spark.SparkSchemaUtil.convert(table.schema())
-    key = None if partition is None else iceberg.DataFiles.data(spec, partition)
-    files = output_files(iceberg, table)
-    out = files.newOutputFile() if key is None else files.newOutputFile(spec, key)
-    builder = (iceberg.parquet.Parquet.writeData(out).forTable(table).createWriterFunc(helper.forType(struct))
-               .withSpec(spec).overwrite())
-    writer = (builder if key is None else builder.withPartition(key)).build()
+    writer = (iceberg.parquet.Parquet.writeData(output_files(iceberg, table).newOutputFile()).forTable(table)
+              .createWriterFunc(helper.forType(struct)).withSpec(table.spec()).overwrite().build())
     try:
         helper.writeAll(writer, rows)
     finally:
