@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from cdc.errors import OrderingError
+from cdc.errors import CdcError, OrderingError
 
 from cdc.layout import EPOCH, MONGODB_ORDERING as MONGODB, MYSQL_ORDERING as MYSQL, ORACLE_ORDERING as ORACLE, \
     POSTGRES_COMMIT_ORDERING, POSTGRES_ORDERING as POSTGRES, SQLSERVER_ORDERING as SQLSERVER, \
@@ -148,6 +148,27 @@ def resolve(setting: str | Sequence[str], connector: str | None, table: str) -> 
             "'ordering: [source.<field>, ...]' for this table in the pipeline YAML (integer log positions); "
             f"connectors ordered automatically: {', '.join(sorted(_AUTO))}")
     return Ordering(kind)
+
+
+def sampled_ordering(setting: str | Sequence[str], table: str, decoder: Any,
+                     samples: Sequence[tuple[bytes | None, bytes | None]], target_columns: Sequence[str]) -> Ordering:
+    """A batch's source ordering: ``tables[].ordering`` when set, else the one the target's columns hold (an earlier
+    batch chose it), else the connector's of the newest sampled change event (``decoder``: the table's)."""
+    if setting != "auto":
+        return resolve(setting, None, table)
+    known = from_columns(target_columns)
+    if known:
+        return known
+    connector = None
+    for k, v in reversed(samples):
+        try:
+            ev = decoder.decode(k, v)
+        except CdcError:
+            continue
+        if ev.kind == "change":
+            connector = ev.source.get("connector")
+            break
+    return resolve("auto", connector, table)
 
 
 def from_columns(columns: Sequence[str]) -> Ordering | None:

@@ -26,7 +26,7 @@ from cdc.ledger import Ledger, LedgerRange, PendingBatch, TableState
 from cdc.ledger_history import keep_history_short
 from cdc.ledger_write import Held
 from cdc.outcome import TableResult, phase, unwrap_task_error
-from cdc.ordering import Ordering, from_columns, resolve
+from cdc.ordering import Ordering, sampled_ordering
 from cdc.stage import (BatchStats, PartitionCounts, batch_stats, check_dead_letter_ratio, record_dead_letters,
                        stage, staged_key_and_ordering, unbound_columns)
 from cdc.layout import EPOCH, POSTGRES_COMMIT_ORDERING, row_columns, staged_row_columns, staging_columns, target_meta
@@ -374,7 +374,7 @@ class TableRun:
                  target_names: list[str], ranges: list[PartitionRange]) -> Ordering:
         """The source ordering (configured, the table's, or by connector), with ``tables[].ordering_epoch`` in
         front once it is used (never below the epoch the table already holds)."""
-        base = self.source_ordering(decoder, samples, target_names)
+        base = sampled_ordering(self.t.ordering, self.t.target, decoder, samples, target_names)
         if not self.t.ordering_epoch and EPOCH not in target_names:
             return base
         held = replace(base, epochs=target_epochs(self.spark, self.names.target))
@@ -393,24 +393,6 @@ class TableRun:
                               dict.fromkeys({r.partition for r in ranges} | history, regression.PENDING))
         self.peers = out.epochs != held.epochs and not history
         return out
-
-    def source_ordering(self, decoder: Any, samples: list[tuple[bytes | None, bytes | None]],
-                        target_names: list[str]) -> Ordering:
-        if self.t.ordering != "auto":
-            return resolve(self.t.ordering, None, self.t.target)
-        known = from_columns(target_names)
-        if known:
-            return known
-        connector = None
-        for k, v in reversed(samples):
-            try:
-                ev = decoder.decode(k, v)
-            except CdcError:
-                continue
-            if ev.kind == "change":
-                connector = ev.source.get("connector")
-                break
-        return resolve("auto", connector, self.t.target)
 
 
 __all__ = ["run_batch", "PendingBatch", "TableResult"]

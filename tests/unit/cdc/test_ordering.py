@@ -353,3 +353,22 @@ def test_from_columns_recognises_connector_orderings_and_is_meta_knows_their_col
         assert from_columns(["id", "__ordering_epoch", *cols]) == Ordering(kind, (), ())
         assert all(is_meta(c) for c in cols)
     assert not is_meta("commit_lsn") and not is_meta("scn")
+
+
+def test_a_batch_s_ordering_is_the_setting_else_the_table_s_else_the_newest_sampled_change_s_connector():
+    """``sampled_ordering`` with the real JSON decoder over real MySQL 2.7.0 samples (key and value)."""
+    from cdc.decode.json import JsonDecoder
+    from cdc.ordering import sampled_ordering
+
+    folder = FIXTURES / "mysql"
+    if not folder.exists():
+        pytest.skip(f"sample events not present: {folder}")
+    change = ((folder / "mysql_real_2.7.0_snapshot_read_key.json").read_bytes(),
+              (folder / "mysql_real_2.7.0_snapshot_read_value.json").read_bytes())
+    decoder = JsonDecoder("t", "__debezium_unavailable_value")
+    assert sampled_ordering("auto", "db.t", decoder, [change, (None, b"not json")], []).kind == "mysql"
+    assert sampled_ordering(["source.pos"], "db.t", decoder, [change], []) == resolve(["source.pos"], None, "db.t")
+    held = from_columns(resolve("auto", "postgresql", "db.t").columns)
+    assert sampled_ordering("auto", "db.t", decoder, [change], list(held.columns)) == held  # the table's wins
+    with pytest.raises(OrderingError, match="db.t"):  # no change event sampled: no connector to order by
+        sampled_ordering("auto", "db.t", decoder, [(None, b"not json")], [])
