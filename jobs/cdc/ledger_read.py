@@ -7,9 +7,12 @@ cost a plan and a job, about 0.17 s of a busy driver's time, 27 per batch of a 2
 (``cdc.generic_rows``) unless the rows are in many files (a ledger not compacted for long: then a Spark query reads
 them in parallel tasks), and a group's tables are read all at once (``cdc.run.run_batch``).
 
-Either way the rows are those of exactly one snapshot, the one each state names (``TableState.snapshot_id``): a claim
-is validated from it (``Ledger.claim``). A state read earlier than its table plans is a state read by a table that
-took that long to plan: the claim is refused if another run claimed the batch since.
+The state names the ledger snapshot that was current before the read (``TableState.snapshot_id``); a claim is
+validated from it (``Ledger.claim``). The driver reads exactly that snapshot; the Spark query reads the table as it
+is then (a query pinned to a snapshot would use that snapshot's schema, and miss a column an upgrade added since
+without a commit): at most rows committed after it, so a claim validated from it is never laxer. A state read earlier
+than its table plans is a state read by a table that took that long to plan: the claim is refused if another run
+claimed the batch since.
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ STATE_COLUMNS = ("table_name", "batch_id", "mode", "topic", "partition", "start_
 
 
 def read_states(spark: Any, ledger: str, pipeline: str, tables: Mapping[str, str | None]) -> dict[str, TableState]:
-    """The ``TableState`` of each of ``tables`` (table → its topic, or None) in ``pipeline``, from one read of the
-    current snapshot of ``ledger`` as the session's catalog holds it (the caller refreshes it first)."""
+    """The ``TableState`` of each of ``tables`` (table → its topic, or None) in ``pipeline``, from one read of
+    ``ledger`` as the session's catalog holds it (the caller refreshes it first)."""
     table = iceberg_table(spark, ledger)
     current = table.currentSnapshot()
     seen = None if current is None else int(current.snapshotId())
@@ -38,7 +41,7 @@ def read_states(spark: Any, ledger: str, pipeline: str, tables: Mapping[str, str
     if seen is not None:
         only = {"pipeline": pipeline, **({"table_name": names[0]} if len(names) == 1 else {})}
         found = generic_rows.read(spark, table, seen, only, STATE_COLUMNS, frozenset({"claimed_at"}))
-        rows = found if found is not None else spark_rows(spark, ledger, pipeline, names, seen)
+        rows = found if found is not None else spark_rows(spark, ledger, pipeline, names)
     by_table: dict[str, list[dict[str, Any]]] = {t: [] for t in names}
     for r in rows:
         if r["table_name"] in by_table:
@@ -47,12 +50,12 @@ def read_states(spark: Any, ledger: str, pipeline: str, tables: Mapping[str, str
     return {t: table_state(by_table[t], t, topic, seen) for t, topic in tables.items()}
 
 
-def spark_rows(spark: Any, ledger: str, pipeline: str, tables: Sequence[str], snapshot: int) -> list[dict[str, Any]]:
-    """``read_states``'s rows by a Spark query of ledger snapshot ``snapshot``: every row of the tables, filtered in
-    Python (``table_state``): a plain scan is one Spark job; selecting the rows in SQL needs the newest batch id first
-    (a window: a shuffle, two jobs)."""
+def spark_rows(spark: Any, ledger: str, pipeline: str, tables: Sequence[str]) -> list[dict[str, Any]]:
+    """``read_states``'s rows by a Spark query: every row of the tables, filtered in Python (``table_state``): a plain
+    scan is one Spark job; selecting the rows in SQL needs the newest batch id first (a window: a shuffle, two
+    jobs)."""
     columns = ", ".join("unix_micros(claimed_at) AS claimed_at" if c == "claimed_at" else f"`{c}`"
                         for c in STATE_COLUMNS)
     return [r.asDict() for r in spark.sql(
-        f"SELECT {columns} FROM {ledger} VERSION AS OF {int(snapshot)} WHERE pipeline = {lit(pipeline)} "
+        f"SELECT {columns} FROM {ledger} WHERE pipeline = {lit(pipeline)} "
         f"AND table_name IN ({', '.join(lit(t) for t in tables)})").collect()]

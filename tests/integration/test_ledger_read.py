@@ -99,3 +99,20 @@ def test_a_group_plans_every_table_from_one_ledger_read(make_pipe, monkeypatch):
     assert reads == [{q.table.target: q.topic for q in pipes}]  # one read; no table read the ledger again
     for q in pipes:
         assert q.rows() == {i: (f"n{i}", None) for i in range(1, 4)}
+
+
+@pytest.mark.parametrize("max_files", [generic_rows.MAX_FILES, -1], ids=["driver", "spark-query"])
+def test_a_column_added_after_the_newest_snapshot_is_read_as_null(make_pipe, monkeypatch, max_files):
+    """An upgrade adds a ledger column without a commit (``ensure_meta_tables``): the newest snapshot still has the
+    older schema. Both reads see the table's columns (a query pinned to that snapshot would not know the column)."""
+    monkeypatch.setattr(generic_rows, "MAX_FILES", max_files)
+    p, ledger = ledger_of(make_pipe)
+    led, table = Ledger(p.spark, ledger, p.cfg.pipeline), p.table.target
+    held = claim(led, table, p.topic, "run-1")
+    led.mark_committed(table, 1, "run-1", {}, None, {}, held=led.mark_staged(
+        table, 1, "run-1", staged_ranges(p.topic), None, held=held))
+    p.spark.sql(f"ALTER TABLE {ledger} DROP COLUMN server_ids")
+    p.spark.sql(f"UPDATE {ledger} SET owner = 'someone' WHERE batch_id = 1")  # a snapshot without the column
+    p.spark.sql(f"ALTER TABLE {ledger} ADD COLUMN server_ids string")  # then the upgrade: no snapshot
+    state = led.state(table, p.topic)
+    assert state.cursor == {0: 10, 1: 5} and state.servers == {} and state.next_batch_id == 2
