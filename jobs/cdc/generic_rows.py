@@ -26,8 +26,8 @@ public class CdcGenericRows {
   public CdcGenericRows() {}
 
   /** The rows of {@code table} at snapshot {@code snapshotId} that match {@code filter}, projected to
-   * {@code names} (comma-separated): a first line of "fieldId name" pairs separated by tabs, then one JSON object per row in
-   * Iceberg's single-value format. Null when the scan has more than {@code maxFiles} files. */
+   * {@code names} (comma-separated): a first line of "fieldId name" pairs separated by tabs, then one JSON object
+   * per row in Iceberg's single-value format. Null when the scan has more than {@code maxFiles} files. */
   public String read(org.apache.iceberg.Table table, long snapshotId, org.apache.iceberg.expressions.Expression filter,
                      String names, int maxFiles) throws java.io.IOException {
     String[] columns = names.split(",");
