@@ -98,14 +98,24 @@ def micros(iso: str) -> int:
 
 
 def read(spark: Any, table: Any, snapshot_id: int, equal: Mapping[str, str], columns: Sequence[str],
-         timestamps: frozenset[str] = frozenset()) -> list[dict[str, Any]] | None:
+         timestamps: frozenset[str] = frozenset(), within: Mapping[str, Sequence[str]] | None = None
+         ) -> list[dict[str, Any]] | None:
     """The rows of the Iceberg ``table`` (Java, ``cdc.tables.iceberg_table``) at ``snapshot_id`` whose ``equal``
-    columns have those values, as dicts of ``columns`` (``timestamps``: as epoch microseconds); None when the reader
-    is missing or the scan has more than ``MAX_FILES`` files (the caller reads with Spark)."""
+    columns have those values and whose ``within`` columns one of theirs, as dicts of ``columns`` (``timestamps``: as
+    epoch microseconds); None when the reader is missing or the scan has more than ``MAX_FILES`` files (the caller
+    reads with Spark)."""
     helper = reader(spark)
     if helper is None:
         return None
+    from cdc.py4j_classes import java_class
     from cdc.row_commit import equal_filter
 
-    text = helper.read(table, int(snapshot_id), equal_filter(spark, equal), ",".join(columns), MAX_FILES)
+    row_filter = equal_filter(spark, equal)
+    expressions = java_class(spark, "org.apache.iceberg.expressions.Expressions")
+    for column, values in (within or {}).items():
+        one_of = spark.sparkContext._gateway.new_array(java_class(spark, "java.lang.Object"), len(values))
+        for i, v in enumerate(values):
+            one_of[i] = v
+        row_filter = getattr(expressions, "and")(row_filter, getattr(expressions, "in")(column, one_of))
+    text = helper.read(table, int(snapshot_id), row_filter, ",".join(columns), MAX_FILES)
     return None if text is None else parse(text, columns, timestamps)

@@ -39,8 +39,8 @@ def read_states(spark: Any, ledger: str, pipeline: str, tables: Mapping[str, str
     names = sorted(tables)
     rows: list[dict[str, Any]] = []
     if seen is not None:
-        only = {"pipeline": pipeline, **({"table_name": names[0]} if len(names) == 1 else {})}
-        found = generic_rows.read(spark, table, seen, only, STATE_COLUMNS, frozenset({"claimed_at"}))
+        found = generic_rows.read(spark, table, seen, {"pipeline": pipeline}, STATE_COLUMNS, frozenset({"claimed_at"}),
+                                  within={"table_name": names})
         rows = found if found is not None else spark_rows(spark, ledger, pipeline, names)
     by_table: dict[str, list[dict[str, Any]]] = {t: [] for t in names}
     for r in rows:

@@ -116,3 +116,21 @@ def test_a_column_added_after_the_newest_snapshot_is_read_as_null(make_pipe, mon
     p.spark.sql(f"ALTER TABLE {ledger} ADD COLUMN server_ids string")  # then the upgrade: no snapshot
     state = led.state(table, p.topic)
     assert state.cursor == {0: 10, 1: 5} and state.servers == {} and state.next_batch_id == 2
+
+
+def test_a_group_read_plans_only_its_own_tables_files(make_pipe, monkeypatch):
+    """The ledger is partitioned by table: a group's read plans the files of its tables' partitions only (a pipeline
+    split into several groups, ``airflow.tables_per_task``, does not read the others' rows)."""
+    p, ledger, led, tables = busy_ledger(make_pipe)
+    a, b, c = list(tables)[:3]
+    for other in ("other.d", "other.e"):  # more tables outside the group
+        claim(led, other, p.topic, f"{other}-run")
+    led._fresh()
+    files = {r[0]: r[1] for r in p.spark.sql(
+        f"SELECT `partition`.table_name, count(*) FROM {ledger}.files GROUP BY 1").collect()}
+    assert files[c] >= 1
+    monkeypatch.setattr(generic_rows, "MAX_FILES", files[a] + files[b])  # one file more: the Spark query
+    before = sql_executions(p.spark)
+    states = read_states(p.spark, ledger, p.cfg.pipeline, {a: p.topic, b: p.topic})
+    assert sql_executions(p.spark) == before
+    assert states[a].cursor == {0: 4, 1: 5} and states[b].next_batch_id == 2
