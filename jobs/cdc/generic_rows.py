@@ -3,7 +3,7 @@
 A table's ledger state (``cdc.ledger.Ledger.state``) is read two or three times per table and batch. As a Spark
 query each read costs a plan (analysis, optimisation, Iceberg's scan planning) and a job, about 0.17 s of a busy
 driver's time: 27 reads and 4.6 s per batch of a 20-table group (bench/results/2026-11-29-classification-profile.md).
-The rows are few, in a few small files of one partition (maintenance rewrites the ledger's small files), so Iceberg's
+The rows are few, in a few small files of a few partitions (maintenance rewrites the ledger's small files), so Iceberg's
 ``IcebergGenerics`` reads them in the driver, at one snapshot, with the same delete files applied, and a compiled
 class (``cdc.janino``) sends them to Python as one string: JSON lines in Iceberg's single-value format (keys are
 field ids, a null is left out, a timestamp is ISO text). A scan of more than ``MAX_FILES`` files (a ledger not
@@ -31,16 +31,7 @@ public class CdcGenericRows {
   public String read(org.apache.iceberg.Table table, long snapshotId, org.apache.iceberg.expressions.Expression filter,
                      String names, int maxFiles) throws java.io.IOException {
     String[] columns = names.split(",");
-    org.apache.iceberg.TableScan scan = (org.apache.iceberg.TableScan) table.newScan().useSnapshot(snapshotId);
-    org.apache.iceberg.io.CloseableIterable tasks = ((org.apache.iceberg.TableScan) scan.filter(filter)).planFiles();
-    int files = 0;
-    try {
-      java.util.Iterator it = tasks.iterator();
-      while (it.hasNext()) { it.next(); files++; }
-    } finally {
-      tasks.close();
-    }
-    if (files > maxFiles) return null;
+    if (!fewFiles(table, snapshotId, filter, maxFiles)) return null;
     StringBuilder out = new StringBuilder();
     java.util.List fields = table.schema().select(columns).columns();
     for (int i = 0; i < fields.size(); i++) {
@@ -62,6 +53,25 @@ public class CdcGenericRows {
       records.close();
     }
     return out.toString();
+  }
+
+  /** Whether the scan plans at most {@code maxFiles} data files: the snapshot's own total when it says so (no
+   * planning), else the planned files counted (the read then plans them again). */
+  private static boolean fewFiles(org.apache.iceberg.Table table, long snapshotId,
+                                  org.apache.iceberg.expressions.Expression filter, int maxFiles)
+      throws java.io.IOException {
+    String total = (String) table.snapshot(snapshotId).summary().get("total-data-files");
+    if (total != null && Long.parseLong(total) <= maxFiles) return true;
+    org.apache.iceberg.TableScan scan = (org.apache.iceberg.TableScan) table.newScan().useSnapshot(snapshotId);
+    org.apache.iceberg.io.CloseableIterable tasks = ((org.apache.iceberg.TableScan) scan.filter(filter)).planFiles();
+    int files = 0;
+    try {
+      java.util.Iterator it = tasks.iterator();
+      while (it.hasNext() && files <= maxFiles) { it.next(); files++; }
+    } finally {
+      tasks.close();
+    }
+    return files <= maxFiles;
   }
 }
 """
@@ -107,15 +117,7 @@ def read(spark: Any, table: Any, snapshot_id: int, equal: Mapping[str, str], col
     helper = reader(spark)
     if helper is None:
         return None
-    from cdc.py4j_classes import java_class
     from cdc.row_commit import equal_filter
 
-    row_filter = equal_filter(spark, equal)
-    expressions = java_class(spark, "org.apache.iceberg.expressions.Expressions")
-    for column, values in (within or {}).items():
-        one_of = spark.sparkContext._gateway.new_array(java_class(spark, "java.lang.Object"), len(values))
-        for i, v in enumerate(values):
-            one_of[i] = v
-        row_filter = getattr(expressions, "and")(row_filter, getattr(expressions, "in")(column, one_of))
-    text = helper.read(table, int(snapshot_id), row_filter, ",".join(columns), MAX_FILES)
+    text = helper.read(table, int(snapshot_id), equal_filter(spark, equal, within), ",".join(columns), MAX_FILES)
     return None if text is None else parse(text, columns, timestamps)

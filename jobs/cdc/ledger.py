@@ -160,7 +160,7 @@ class Ledger:
         return self.states({table: topic})[table]
 
     def states(self, tables: Mapping[str, str | None]) -> dict[str, "TableState"]:
-        """``state`` of each table (table → its topic, or None), all from one read of one ledger snapshot
+        """``state`` of each table (table → its topic, or None), all from one ledger read naming one snapshot
         (``cdc.ledger_read``): a group's tables plan from it (``cdc.run.run_batch``) instead of one read each."""
         from cdc.ledger_read import read_states
 

@@ -1,5 +1,5 @@
-"""The ledger read a run decides from (``cdc.ledger.Ledger.states``): the rows of some tables at one ledger snapshot,
-turned into each table's ``TableState`` (``cdc.ledger_state``).
+"""The ledger read a run decides from (``cdc.ledger.Ledger.states``): the rows of some tables in one read, turned into
+each table's ``TableState`` (``cdc.ledger_state``).
 
 A table's state is read before each batch is planned, and by the checks around a claim; as a Spark query each read
 cost a plan and a job, about 0.17 s of a busy driver's time, 27 per batch of a 20-table group
@@ -43,17 +43,16 @@ def read_states(spark: Any, ledger: str, pipeline: str, tables: Mapping[str, str
                                   within={"table_name": names})
         rows = found if found is not None else spark_rows(spark, ledger, pipeline, names)
     by_table: dict[str, list[dict[str, Any]]] = {t: [] for t in names}
-    for r in rows:
-        if r["table_name"] in by_table:
-            r["claimed_at_us"] = r.pop("claimed_at")
-            by_table[r["table_name"]].append(r)
+    for r in rows:  # both reads select the tables' rows only
+        r["claimed_at_us"] = r.pop("claimed_at")
+        by_table[r["table_name"]].append(r)
     return {t: table_state(by_table[t], t, topic, seen) for t, topic in tables.items()}
 
 
 def spark_rows(spark: Any, ledger: str, pipeline: str, tables: Sequence[str]) -> list[dict[str, Any]]:
-    """``read_states``'s rows by a Spark query: every row of the tables, filtered in Python (``table_state``): a plain
-    scan is one Spark job; selecting the rows in SQL needs the newest batch id first (a window: a shuffle, two
-    jobs)."""
+    """``read_states``'s rows by a Spark query: every row of the tables, the state picked in Python
+    (``table_state``): a plain scan is one Spark job; selecting the rows in SQL needs the newest batch id first (a
+    window: a shuffle, two jobs)."""
     columns = ", ".join("unix_micros(claimed_at) AS claimed_at" if c == "claimed_at" else f"`{c}`"
                         for c in STATE_COLUMNS)
     return [r.asDict() for r in spark.sql(

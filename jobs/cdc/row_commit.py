@@ -65,12 +65,19 @@ def overwrite_rows(spark: Any, name: str, rows: Sequence[Mapping[str, Any]], equ
     overwrite.commit()
 
 
-def equal_filter(spark: Any, equal: Mapping[str, Any]) -> Any:
-    """Iceberg's row filter (an ``Expression``) of the rows where every column of ``equal`` has its value."""
+def equal_filter(spark: Any, equal: Mapping[str, Any], within: Mapping[str, Sequence[Any]] | None = None) -> Any:
+    """Iceberg's row filter (an ``Expression``) of the rows where every column of ``equal`` has its value and every
+    column of ``within`` one of its values."""
     expressions = java_class(spark, f"{_ICEBERG}.expressions.Expressions")
+    both = getattr(expressions, "and")
     row_filter = expressions.alwaysTrue()
     for column, value in equal.items():
-        row_filter = getattr(expressions, "and")(row_filter, expressions.equal(column, value))
+        row_filter = both(row_filter, expressions.equal(column, value))
+    for column, values in (within or {}).items():
+        one_of = spark.sparkContext._gateway.new_array(java_class(spark, "java.lang.Object"), len(values))
+        for i, v in enumerate(values):
+            one_of[i] = v
+        row_filter = both(row_filter, getattr(expressions, "in")(column, one_of))
     return row_filter
 
 
