@@ -13,6 +13,8 @@ import logging
 import threading
 from typing import Any
 
+from cdc.py4j_classes import java_class
+
 log = logging.getLogger("cdc.janino")
 
 _lock = threading.Lock()
@@ -26,9 +28,9 @@ def compiled(spark: Any, name: str, source: str, purpose: str) -> Any | None:
     with _lock:
         if key not in _compiled:
             try:
-                jvm = spark._jvm
-                compiler = jvm.org.codehaus.janino.SimpleCompiler()
-                compiler.setParentClassLoader(jvm.java.lang.Thread.currentThread().getContextClassLoader())
+                compiler = java_class(spark, "org.codehaus.janino.SimpleCompiler")()
+                loader = java_class(spark, "java.lang.Thread").currentThread().getContextClassLoader()
+                compiler.setParentClassLoader(loader)
                 compiler.cook(source)
                 _compiled[key] = compiler.getClassLoader().loadClass(name).newInstance()
             except Exception as exc:  # noqa: BLE001 - the caller's Spark statement does the work then

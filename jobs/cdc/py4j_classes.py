@@ -42,3 +42,12 @@ def java_class(spark: Any, name: str) -> Any:
     from py4j.java_gateway import JavaClass
 
     return JavaClass(name, spark._jvm._gateway_client)  # the view's own gateway, whatever SparkContext holds now
+
+
+def iceberg_class(spark: Any, name: str) -> Any:
+    """``org.apache.iceberg.<name>`` by ``java_class`` (no lookup), e.g. ``iceberg_class(spark, "FileFormat")``;
+    a nested class by its binary name (``"types.Types$ListType"``). Iceberg's Java API (``cdc.row_commit``,
+    ``cdc.row_writer``, ``cdc.target_write``) writes three to five files per table and batch from the driver: walked
+    as ``spark._jvm.org.apache.iceberg.data.X``, each a few misses of the class loader, they were about 20 lookups
+    per file, under the ledger's lock for the ledger's rows."""
+    return java_class(spark, f"org.apache.iceberg.{name}")

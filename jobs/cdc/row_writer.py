@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from cdc.janino import compiled
+from cdc.py4j_classes import iceberg_class
 from cdc.row_commit import output_files
 
 CLASS = "CdcInternalRowWriters"
@@ -78,9 +79,9 @@ def write_frame(spark: Any, table: Any, df: Any) -> Any | None:
     rows = helper.collect(df._jdf)
     if not len(rows):
         return None
-    iceberg = spark._jvm.org.apache.iceberg
-    struct = iceberg.spark.SparkSchemaUtil.convert(table.schema())
-    writer = (iceberg.parquet.Parquet.writeData(output_files(iceberg, table).newOutputFile()).forTable(table)
+    struct = iceberg_class(spark, "spark.SparkSchemaUtil").convert(table.schema())
+    out = output_files(spark, table).newOutputFile()
+    writer = (iceberg_class(spark, "parquet.Parquet").writeData(out).forTable(table)
               .createWriterFunc(helper.forType(struct)).withSpec(table.spec()).overwrite().build())
     try:
         helper.writeAll(writer, rows)

@@ -31,6 +31,7 @@ from typing import Any, Mapping, Sequence
 
 from cdc.layout import TARGET_FILE, TARGET_POS
 from cdc.merge import MergeSpec, insert_values
+from cdc.py4j_classes import iceberg_class
 from cdc.sql import lit, q
 
 log = logging.getLogger("cdc.target_write")
@@ -52,14 +53,12 @@ class TargetFacts:
 
 def target_facts(spark: Any, table: Any) -> TargetFacts:
     """``TargetFacts`` of the Iceberg ``table`` (Java, through Py4J; a few calls, no Spark job)."""
-    jvm = spark._jvm
-    iceberg = jvm.org.apache.iceberg
     props = table.properties()
-    struct = json.loads(jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(table.schema()).json())
+    struct = json.loads(iceberg_class(spark, "spark.SparkSchemaUtil").convert(table.schema()).json())
     from pyspark.sql.types import StructType
 
     fields = tuple((f.name, f.dataType.simpleString(), f.nullable) for f in StructType.fromJson(struct).fields)
-    return TargetFacts(format_version=int(iceberg.TableUtil.formatVersion(table)),
+    return TargetFacts(format_version=int(iceberg_class(spark, "TableUtil").formatVersion(table)),
                        partitioned=not table.spec().isUnpartitioned(),
                        file_format=str(props.get("write.format.default") or "parquet").lower(),
                        merge_mode=str(props.get("write.merge.mode") or "copy-on-write").lower(), fields=fields)

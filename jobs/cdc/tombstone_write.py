@@ -28,6 +28,7 @@ import pyarrow as pa
 from cdc.decode.model import Column
 from cdc.layout import DELETED_AT, KAFKA_OFFSET, KAFKA_PARTITION, OFFSET, PARTITION, TOMBSTONE_FILE, TOMBSTONE_POS
 from cdc.merge import MergeSpec
+from cdc.py4j_classes import iceberg_class
 
 log = logging.getLogger("cdc.tombstones")
 GONE = ("delete", "tombstone")  # the classified actions that leave a tombstone
@@ -74,7 +75,7 @@ def write_tombstones(spark: Any, spec: MergeSpec, gone: Sequence[Mapping[str, An
     assert spec.tombstones and spec.locate_tombstones, "only for hard deletes with located tombstones"
     wanted = (*spec.key, *spec.ordering, KAFKA_PARTITION, KAFKA_OFFSET, DELETED_AT)
     schema = iceberg_table(spark, spec.tombstones).schema()
-    parser = getattr(spark._jvm, "org").apache.iceberg.SchemaParser
+    parser = iceberg_class(spark, "SchemaParser")
     has = [f["name"] for f in json.loads(parser.toJson(schema))["fields"]]
     if set(has) - set(wanted):
         return False

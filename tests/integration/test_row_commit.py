@@ -128,3 +128,29 @@ def test_replace_rows_refuses_any_commit_since_its_snapshot_and_leaves_no_files(
     assert files_before <= live
     assert not [f for f in os.listdir(data_dir) if f"{data_dir}/{f}" not in live and f"file:{data_dir}/{f}" not in live
                 and not f.startswith(".")], on_disk
+
+
+def test_a_commit_s_manifest_work_runs_in_the_calling_thread(spark):
+    """``in_caller``: the overwrites and row deltas of ``cdc.row_commit`` filter, merge and validate manifests in the
+    committing thread, not on Iceberg's shared pool, whose results are polled every 10 ms. The gain is only visible
+    as time, so this checks the executor the update holds (Iceberg's ``SnapshotProducer.workerPool``, by reflection),
+    then that such an update commits and validates as before."""
+    from cdc.row_commit import equal_filter, in_caller
+
+    name = table(spark)
+    spark.sql(f"INSERT INTO {name} VALUES ('a', 1, 0, 'old', NULL)")
+    since = snapshot(spark, name)
+    iceberg = iceberg_table(spark, name)
+    producer = iceberg.newOverwrite().getClass()
+    while producer.getName() != "org.apache.iceberg.SnapshotProducer":
+        producer = producer.getSuperclass()
+    pool = producer.getDeclaredField("workerPool")
+    pool.setAccessible(True)
+    assert pool.get(iceberg.newOverwrite()) is None  # Iceberg's default: its shared pool, taken on first use
+    update = in_caller(spark, iceberg.newOverwrite())
+    assert "DirectExecutorService" in pool.get(update).getClass().getName()
+    assert "DirectExecutorService" in pool.get(in_caller(spark, iceberg.newRowDelta())).getClass().getName()
+    spark.sql(f"INSERT INTO {name} VALUES ('a', 1, 1, 'another writer', NULL)")
+    with pytest.raises(Exception, match="ValidationException: Found conflicting files"):
+        update.overwriteByRowFilter(equal_filter(spark, {"k": "a", "b": 1})).validateFromSnapshot(since) \
+            .validateNoConflictingData().commit()
