@@ -56,7 +56,8 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
     the target's scan (``bloom_filter_min_target_rows``, ``cdc.bloom``); both measure the target by its current
     snapshot's ``total-records``. A batch the driver read commits its changes to the target and tombstones as row
     deltas instead of MERGEs where the result is the same (``row_deltas``; ``cdc.target_write``,
-    ``cdc.tombstone_write``)."""
+    ``cdc.tombstone_write``), and a batch of at most ``driver_read_max_records`` events into a target and tombstones
+    of at most ``one_task_max_target_rows`` rows each is classified in one Spark task (``cdc.merge.relation``)."""
     check_mode(spark, names.target, write_mode)
     if write_mode != "upsert":  # append (changelog) / scd2 (history): cdc.modes
         return apply_mode(spark, names, batch_id, row_columns, key, ordering, write_mode, track_columns, stats, epochs,
@@ -98,6 +99,7 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
         spec = replace(spec, locate_target=why is None)
         if why:
             log.debug("table %s: no row delta for the target (%s)", names.target, why)
+    spec = replace(spec, one_task=few and not spec.key_filter and one_task_fits(spark, names, soft, rows, filters))
     changes = moved_toast_sql(spec, fill_moved_sql(spec, changes_sql(spec)))
     # The tables as classification reads them (the session's catalog caches a table; a later snapshot means a
     # tombstone may have been committed since, which the MERGE must then re-check: late_tombstones)
@@ -132,6 +134,13 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
         deleted=actions.get("delete", 0) + truncated, skipped=actions.get("skip", 0), truncated=truncated,
         snapshot_id=snapshot_id(spark, names.target), barrier=own,
     )
+
+
+def one_task_fits(spark: Any, names: TableNames, soft: bool, target_rows: int, filters: BatchConfig) -> bool:
+    """Whether the target (``target_rows``) and its tombstones are small enough for a classification in one Spark
+    task (``batch.one_task_max_target_rows``, ``cdc.merge.relation``): each is read by that one task."""
+    most = filters.one_task_max_target_rows
+    return 0 < most and target_rows <= most and (soft or target_size(spark, names.tombstones) <= most)
 
 
 def read_actions(classified: Any, few: bool, located: Sequence[str] = ()) -> tuple[dict[str, int],

@@ -174,7 +174,8 @@ class _Parser:
         b = self.mapping(raw, "batch")
         self.unknown(b, {"max_records_per_partition", "chunk_size", "read_timeout_seconds", "claim_timeout_minutes",
                          "table_concurrency", "driver_read_max_records", "key_filter_max_changes",
-                         "key_filter_min_target_rows", "bloom_filter_min_target_rows", "row_deltas"}, "batch.")
+                         "key_filter_min_target_rows", "bloom_filter_min_target_rows", "one_task_max_target_rows",
+                         "row_deltas"}, "batch.")
         d = BatchConfig()
         return BatchConfig(
             max_records_per_partition=self.number(b.get("max_records_per_partition", d.max_records_per_partition),
@@ -195,6 +196,8 @@ class _Parser:
             bloom_filter_min_target_rows=self.number(
                 b.get("bloom_filter_min_target_rows", d.bloom_filter_min_target_rows),
                 "batch.bloom_filter_min_target_rows", int, 0),
+            one_task_max_target_rows=self.number(b.get("one_task_max_target_rows", d.one_task_max_target_rows),
+                                                 "batch.one_task_max_target_rows", int, 0),
             row_deltas=self.flag(b.get("row_deltas", d.row_deltas), "batch.row_deltas"),
         )
 

@@ -126,6 +126,9 @@ class BatchConfig:
     # The MERGE into a target of at least this many rows puts a bloom filter of the batch's keys on the target's
     # scan (Spark's runtime filter), so that only those keys' rows are shuffled (cdc.bloom). 0 = never.
     bloom_filter_min_target_rows: int = 1_000_000
+    # A batch of at most driver_read_max_records events is classified in one Spark task when the target and its
+    # tombstones hold at most this many rows each: no shuffle, no broadcasts (cdc.merge.MergeSpec.one_task). 0 = never.
+    one_task_max_target_rows: int = 100_000
     # A batch the driver read writes its changes to the target and its tombstones through Iceberg's API, one row
     # delta each, instead of MERGE statements (cdc.target_write, cdc.tombstone_write); false = MERGE statements.
     row_deltas: bool = True

@@ -62,6 +62,7 @@ class MergeSpec(Positioned):
     key_filter: bool = False  # cut the target and tombstones to the batch's keys before joining them (``near``)
     locate_tombstones: bool = False  # classification names the file and row of each key's tombstone (hard deletes)
     locate_target: bool = False  # classification names the file and row of each key's target row (cdc.target_write)
+    one_task: bool = False  # the classification as one Spark task: a small batch into a small target (``relation``)
 
     @property
     def soft(self) -> bool:
@@ -91,7 +92,7 @@ def changes_sql(spec: MergeSpec) -> str:
     deletes that Kafka tombstones stand for (``compaction_deletes_sql``)."""
     where = [f"c.batch_id = {int(spec.batch_id)}", "c.__kind = 'change'", "c.__op IN ('c', 'u', 'd', 'r')"]
     cols = ", ".join(f"c.{q(x)}" if x != MOVED else f"i.{q(MOVED)}" for x in _change_columns(spec))
-    source = f"{spec.staging} c"
+    source = f"{relation(spec, spec.staging)} c"
     if spec.pk_moves:  # a PK move's delete: its image, kept as a staging row of kind 'image' (cdc.pk_moves)
         source += (f" LEFT JOIN (SELECT `__partition` AS `__ip`, `__offset` AS `__io`, first({q(MOVED)}) AS {q(MOVED)} "
                    f"FROM {spec.staging} WHERE batch_id = {int(spec.batch_id)} AND __kind = {lit(IMAGE)} "
@@ -220,22 +221,28 @@ def near(spec: MergeSpec, table: str, changes: str) -> str:
             f"({changes})) k ON {key_join('r', 'k', spec.key)})")
 
 
+def relation(spec: MergeSpec, table: str, located: tuple[str, str] | None = None) -> str:
+    """``table`` as the classification reads it. ``located``: with the data file and row position of each row under
+    these names (Iceberg's ``_file``/``_pos``, named in a query of the table alone: ``d._file`` would be ambiguous with
+    a struct column ``d`` of the batch or the target). ``spec.one_task``: as one partition (a ``COALESCE(1)`` hint:
+    no shuffle; filters and column pruning still reach the scan), so that with the joins' ``SHUFFLE_HASH`` hints
+    (``classify_sql``) the batch's window and both joins need neither a shuffle nor a broadcast: one Spark job of one
+    task instead of four jobs (a shuffle and two broadcasts, each a job of its own). Measured on a warm 1,000-event
+    batch into a 1,000-row table: the classification's JVM CPU 352 -> 252 ms."""
+    hint = "/*+ COALESCE(1) */ " if spec.one_task else ""
+    named = f", _file AS {q(located[0])}, _pos AS {q(located[1])}" if located else ""
+    return f"(SELECT {hint}*{named} FROM {table})" if hint or named else table
+
+
 def _tombstones(spec: MergeSpec) -> str:
-    """The tombstones as classification joins them; ``locate_tombstones``: with the data file and row position of
-    each (Iceberg's ``_file``/``_pos``, named in a query of the table alone: ``d._file`` would be ambiguous with a
-    struct column ``d`` of the batch or the target)."""
+    """The tombstones as classification joins them; ``locate_tombstones``: with each one's data file and row."""
     assert spec.tombstones
-    if not spec.locate_tombstones:
-        return spec.tombstones
-    return f"(SELECT *, _file AS {q(TOMBSTONE_FILE)}, _pos AS {q(TOMBSTONE_POS)} FROM {spec.tombstones})"
+    return relation(spec, spec.tombstones, (TOMBSTONE_FILE, TOMBSTONE_POS) if spec.locate_tombstones else None)
 
 
 def _target(spec: MergeSpec) -> str:
-    """The target as classification joins it; ``locate_target``: with the data file and row position of each row
-    (as ``_tombstones``)."""
-    if not spec.locate_target:
-        return spec.target
-    return f"(SELECT *, _file AS {q(TARGET_FILE)}, _pos AS {q(TARGET_POS)} FROM {spec.target})"
+    """The target as classification joins it; ``locate_target``: with each row's data file and position."""
+    return relation(spec, spec.target, (TARGET_FILE, TARGET_POS) if spec.locate_target else None)
 
 
 def classify_sql(spec: MergeSpec, newest: str) -> str:
@@ -268,7 +275,10 @@ def classify_sql(spec: MergeSpec, newest: str) -> str:
         meta += [f"d.{q(TOMBSTONE_FILE)}", f"d.{q(TOMBSTONE_POS)}"]
     if spec.locate_target:
         meta += [f"t.{q(TARGET_FILE)}", f"t.{q(TARGET_POS)}"]
-    return f"SELECT {', '.join(values + meta)}, {action} FROM ({newest}) s {joins}"
+    hint = ""
+    if spec.one_task:  # hash joins built on the one-partition target and tombstones: no broadcast (``relation``)
+        hint = "/*+ SHUFFLE_HASH(t" + (", d) */ " if spec.tombstones and not spec.soft else ") */ ")
+    return f"SELECT {hint}{', '.join(values + meta)}, {action} FROM ({newest}) s {joins}"
 
 
 def _meta_assignments(spec: MergeSpec) -> list[tuple[str, str]]:

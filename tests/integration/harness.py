@@ -146,16 +146,18 @@ class Outcome:
                 f"runs={self.runs} {self.seconds:.0f}s")
 
 
-# How a batch meets the target (cdc.merge.near, cdc.bloom): chosen by the seed, so that existing seeds keep their
-# scenarios: joined whole (the default for small targets) / cut to the batch's keys / in addition a bloom filter of
-# the batch's keys on the MERGE's target scan (both are the default for targets of 1M rows and more). The first two
-# write a batch the driver read by row deltas (cdc.target_write, the default), the third by MERGE statements.
-MERGE_PATHS = {"whole": {}, "key-filter": {"key_filter_min_target_rows": 0},
+# How a batch meets the target (cdc.merge.relation, cdc.merge.near, cdc.bloom): chosen by the seed, so that existing
+# seeds keep their scenarios: joined whole (the default for small targets: small batches in one Spark task, every
+# other "whole" seed with the target broadcast instead) / cut to the batch's keys / in addition a bloom filter of the
+# batch's keys on the MERGE's target scan (both are the default for targets of 1M rows and more). The first ones
+# write a batch the driver read by row deltas (cdc.target_write, the default), the last by MERGE statements.
+MERGE_PATHS = {"whole": {}, "broadcast": {"one_task_max_target_rows": 0}, "key-filter": {"key_filter_min_target_rows": 0},
                "bloom": {"key_filter_min_target_rows": 0, "bloom_filter_min_target_rows": 1, "row_deltas": False}}
 
 
 def merge_path(scenario: Scenario) -> str:
-    return ("whole", "key-filter", "bloom")[scenario.seed % 3]
+    path = ("whole", "key-filter", "bloom")[scenario.seed % 3]
+    return "broadcast" if path == "whole" and scenario.seed // 3 % 2 else path
 
 
 class Harness:

@@ -12,9 +12,9 @@ from tests.integration.harness import MERGE_PATHS
 pytestmark = pytest.mark.integration
 
 
-# How a batch meets the target (and tombstones): joined whole (the default for targets this small), or cut to the
-# batch's keys first (cdc.merge.near), or in addition with a bloom filter on the MERGE's target scan (cdc.bloom):
-# the default for targets of 1M rows
+# How a batch meets the target (and tombstones): joined whole (the default for targets this small: in one Spark
+# task, cdc.merge.relation), joined whole with the target broadcast, cut to the batch's keys first (cdc.merge.near),
+# or in addition with a bloom filter on the MERGE's target scan (cdc.bloom): the default for targets of 1M rows
 KEY_FILTER = pytest.mark.parametrize("key_filter", list(MERGE_PATHS.values()), ids=list(MERGE_PATHS))
 
 
@@ -171,6 +171,41 @@ def test_only_a_large_targets_join_is_cut_to_the_batchs_keys(make_pipe, monkeypa
         assert statements[-1].count("LEFT SEMI JOIN") == (2 if cut else 0), statements[-1]
         rows = p.rows("name", "bio")
         assert len(rows) == 29 and 7 not in rows and rows[5] == ("five", "b") and rows[9] == ("n9", None)
+
+
+def test_a_small_batch_into_a_small_target_is_classified_in_one_task_with_the_same_rows(make_pipe, monkeypatch):
+    """``batch.one_task_max_target_rows``: a batch the driver could read, into a target (and tombstones) of at most
+    that many rows, is classified without a shuffle or a broadcast (every table one partition, hash joins: one Spark
+    task, ``cdc.merge.relation``); a larger target is broadcast as before. The same rows either way."""
+    import cdc.apply
+
+    plans: list[str] = []
+    classify_sql = cdc.apply.classify_sql
+
+    def explained(spec, newest):
+        stmt = classify_sql(spec, newest)
+        plans.append("\n".join(r[0] for r in p.spark.sql("EXPLAIN " + stmt).collect()))
+        return stmt
+
+    monkeypatch.setattr(cdc.apply, "classify_sql", explained)
+    for threshold, one_task in ((30, True), (29, False)):  # the target holds 30 rows when the second batch merges
+        p = make_pipe(batch={"one_task_max_target_rows": threshold})
+        p.send(*(pg("c", i, {"id": i, "name": f"n{i}", "bio": None}, i) for i in range(1, 31)))
+        p.run()
+        p.send(pg("u", 5, {"id": 5, "name": "five", "bio": "b"}, 40),
+               pg("d", 7, {"id": 7, "name": "n7", "bio": None}, 41),
+               pg("c", 31, {"id": 31, "name": "n31", "bio": None}, 42),
+               pg("u", 9, {"id": 9, "name": "old", "bio": None}, 3))  # older than the table's row: skipped
+        s = p.run()
+        assert (s["inserted"], s["updated"], s["deleted"]) == (1, 1, 1), s
+        plan = plans[-1]
+        if one_task:
+            assert "Exchange" not in plan and plan.count("ShuffledHashJoin") == 2, plan
+        else:
+            assert "BroadcastExchange" in plan and "ShuffledHashJoin" not in plan, plan
+        rows = p.rows("name", "bio")
+        assert len(rows) == 30 and 7 not in rows and rows[5] == ("five", "b") and rows[9] == ("n9", None)
+        assert rows[31] == ("n31", None)
 
 
 def bloom_filtered_scans(plan: str) -> set[str]:

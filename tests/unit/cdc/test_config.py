@@ -25,6 +25,8 @@ def test_parses_defaults_and_overrides():
     assert (merge.key_filter_max_changes, merge.key_filter_min_target_rows, merge.bloom_filter_min_target_rows) == \
         (0, 5, 0)
     assert b.row_deltas is True and parse_config({**BASE, "batch": {"row_deltas": False}}).batch.row_deltas is False
+    assert b.one_task_max_target_rows == 100_000
+    assert parse_config({**BASE, "batch": {"one_task_max_target_rows": 0}}).batch.one_task_max_target_rows == 0
 
 
 @pytest.mark.parametrize("change, key", [
@@ -39,6 +41,7 @@ def test_parses_defaults_and_overrides():
     ({"batch": {"key_filter_max_changes": -1}}, "batch.key_filter_max_changes"),
     ({"batch": {"key_filter_min_target_rows": -1}}, "batch.key_filter_min_target_rows"),
     ({"batch": {"bloom_filter_min_target_rows": "many"}}, "batch.bloom_filter_min_target_rows"),
+    ({"batch": {"one_task_max_target_rows": -1}}, "batch.one_task_max_target_rows"),
     ({"batch": {"row_deltas": "yes"}}, "batch.row_deltas"),
     ({"tables": [{"topic": "t", "target": "a.b", "max_dead_letter_ratio": 2}]}, "tables[0].max_dead_letter_ratio"),
     ({"tables": [{"topic": "t", "target": "a.b", "max_record_bytes": 1.5}]}, "tables[0].max_record_bytes"),

@@ -170,3 +170,24 @@ def test_the_merges_insert_writes_the_insert_values():
     insert = "INSERT (" + ", ".join(f"`{c}`" for c, _ in values) + ") VALUES (" + ", ".join(v for _, v in values) + ")"
     assert insert in merge_target_sql(SPEC, "v")
     assert insert_values(SPEC, "true")[-1] == ("__deleted", "true")
+
+
+def test_one_task_reads_batch_target_and_tombstones_as_one_partition_each_and_hash_joins_them():
+    """``one_task`` (``cdc.merge.relation``): every table the classification reads is coalesced to one partition and
+    both joins are hinted as shuffled hash joins (so Spark neither shuffles nor broadcasts); located columns stay
+    named in the same query; without it the text is as before."""
+    from dataclasses import replace
+
+    from cdc.merge import changes_sql
+
+    one = replace(SPEC, one_task=True, locate_target=True)
+    sql = classify_sql(one, "NEWEST")
+    assert sql.startswith("SELECT /*+ SHUFFLE_HASH(t, d) */ s.`id`")
+    assert (f"LEFT JOIN (SELECT /*+ COALESCE(1) */ *, _file AS `__target_file`, _pos AS `__target_pos` "
+            f"FROM {SPEC.target}) t ON") in sql
+    assert f"LEFT JOIN (SELECT /*+ COALESCE(1) */ * FROM {SPEC.tombstones}) d ON" in sql
+    assert f"FROM (SELECT /*+ COALESCE(1) */ * FROM {SPEC.staging}) c WHERE c.batch_id = 7" in changes_sql(one)
+    soft = classify_sql(replace(one, tombstones=None, delete_mode="soft"), "NEWEST")
+    assert soft.startswith("SELECT /*+ SHUFFLE_HASH(t) */ ") and " d ON" not in soft
+    assert "COALESCE" not in classify_sql(SPEC, "NEWEST") + changes_sql(SPEC)
+    assert "SHUFFLE_HASH" not in classify_sql(SPEC, "NEWEST")
