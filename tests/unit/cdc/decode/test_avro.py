@@ -251,3 +251,24 @@ def test_with_local_schema_registry() -> None:
         with pytest.raises(DecodeError, match="subject 'nope-value' not found"):
             missing.resolve_columns([])
         assert missing.key_columns([]) == []
+
+
+def test_sources_of_one_registry_share_a_client_and_still_see_each_new_version() -> None:
+    """``shared_client``: one HTTP client (and TLS context) per process and registry settings, not one per table;
+    ``latest`` still asks the registry each time (a version registered meanwhile is seen, as by a new client)."""
+    registry_mod = pytest.importorskip("devtools.registry")
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    _, value_schema, _ = samples.pg_avro_dump()
+    newer = {**value_schema, "doc": "v2"}
+    with registry_mod.LocalSchemaRegistry() as registry:
+        writer = SchemaRegistryClient(registry.client_config)
+        v1 = writer.register_schema(f"{TOPIC}-value", Schema(json.dumps(value_schema), "AVRO"))
+        a, b = RegistrySource(registry.client_config), RegistrySource(dict(registry.client_config))
+        assert a.latest(f"{TOPIC}-value")[0] == v1
+        assert b.latest(f"{TOPIC}-value")[0] == v1 and a._client is b._client
+        v2 = writer.register_schema(f"{TOPIC}-value", Schema(json.dumps(newer), "AVRO"))
+        assert v2 != v1 and a.latest(f"{TOPIC}-value")[0] == v2 and b.latest(f"{TOPIC}-value")[0] == v2
+        other = RegistrySource({**registry.client_config, "timeout": 7})
+        other.schema(v1)
+        assert other._client is not a._client  # other settings, another client
