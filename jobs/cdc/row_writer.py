@@ -41,6 +41,16 @@ public class CdcInternalRowWriters implements java.util.function.Function {
     return (org.apache.spark.sql.catalyst.InternalRow[]) ds.queryExecution().executedPlan().executeCollect();
   }
 
+  /** The rows of {@code ds} collected to the driver once (one Spark job), as a Dataset over them: a local relation,
+   * whose later queries Spark evaluates in the driver, without a Spark job (cdc.row_writer.in_driver). */
+  public org.apache.spark.sql.Dataset local(org.apache.spark.sql.Dataset ds) {
+    org.apache.spark.sql.catalyst.InternalRow[] rows = collect(ds);
+    scala.collection.Seq output = org.apache.spark.sql.catalyst.types.DataTypeUtils.toAttributes(ds.schema());
+    scala.collection.Seq data = scala.collection.JavaConverters.asScalaBuffer(java.util.Arrays.asList(rows)).toSeq();
+    return org.apache.spark.sql.Dataset.ofRows(ds.sparkSession(),
+        new org.apache.spark.sql.catalyst.plans.logical.LocalRelation(output, data, false));
+  }
+
   public void writeAll(org.apache.iceberg.io.DataWriter writer, org.apache.spark.sql.catalyst.InternalRow[] rows) {
     for (int i = 0; i < rows.length; i++) writer.write(rows[i]);
   }
@@ -67,6 +77,19 @@ def writer_class(spark: Any) -> Any | None:
     """An instance of ``CLASS`` in this driver's JVM (compiled on first use, about 0.2 s), or None when Janino cannot
     build it here (logged once)."""
     return compiled(spark, CLASS, SOURCE, "small batches merge by MERGE")
+
+
+def in_driver(spark: Any, df: Any) -> Any | None:
+    """``df``'s rows computed once and held in the driver, as a DataFrame over them (a local relation), or None when
+    the writer class is missing. What ``localCheckpoint`` gives (a result computed once, which later queries read
+    without computing it again), for a result small enough for the driver: queries of a local relation are evaluated
+    in the driver (Spark's ``ConvertToLocalRelation``, ``LocalTableScanExec``), so each one that a checkpoint would
+    serve by a Spark job (a collect of the actions, of the rows to write) runs none. Interpreted, row by row: for
+    more than a few thousand rows the jobs are cheaper (``cdc.apply.IN_DRIVER_MAX_EVENTS``)."""
+    from pyspark.sql import DataFrame
+
+    helper = writer_class(spark)
+    return None if helper is None else DataFrame(helper.local(df._jdf), spark)
 
 
 def write_frame(spark: Any, table: Any, df: Any) -> Any | None:
