@@ -173,6 +173,19 @@ def test_only_a_large_targets_join_is_cut_to_the_batchs_keys(make_pipe, monkeypa
         assert len(rows) == 29 and 7 not in rows and rows[5] == ("five", "b") and rows[9] == ("n9", None)
 
 
+def thirty_rows_then_four_changes(p) -> None:
+    """Batch 1: keys 1-30; batch 2 (into a target of 30 rows): an update, a delete, an insert and an update older
+    than the table's row (skipped)."""
+    p.send(*(pg("c", i, {"id": i, "name": f"n{i}", "bio": None}, i) for i in range(1, 31)))
+    p.run()
+    p.send(pg("u", 5, {"id": 5, "name": "five", "bio": "b"}, 40),
+           pg("d", 7, {"id": 7, "name": "n7", "bio": None}, 41),
+           pg("c", 31, {"id": 31, "name": "n31", "bio": None}, 42),
+           pg("u", 9, {"id": 9, "name": "old", "bio": None}, 3))  # older than the table's row: skipped
+    s = p.run()
+    assert (s["inserted"], s["updated"], s["deleted"]) == (1, 1, 1), s
+
+
 def test_a_small_batch_into_a_small_target_is_classified_in_one_task_with_the_same_rows(make_pipe, monkeypatch):
     """``batch.one_task_max_target_rows``: a batch the driver could read, into a target (and tombstones) of at most
     that many rows, is classified without a shuffle or a broadcast (every table one partition, hash joins: one Spark
@@ -190,14 +203,7 @@ def test_a_small_batch_into_a_small_target_is_classified_in_one_task_with_the_sa
     monkeypatch.setattr(cdc.apply, "classify_sql", explained)
     for threshold, one_task in ((30, True), (29, False)):  # the target holds 30 rows when the second batch merges
         p = make_pipe(batch={"one_task_max_target_rows": threshold})
-        p.send(*(pg("c", i, {"id": i, "name": f"n{i}", "bio": None}, i) for i in range(1, 31)))
-        p.run()
-        p.send(pg("u", 5, {"id": 5, "name": "five", "bio": "b"}, 40),
-               pg("d", 7, {"id": 7, "name": "n7", "bio": None}, 41),
-               pg("c", 31, {"id": 31, "name": "n31", "bio": None}, 42),
-               pg("u", 9, {"id": 9, "name": "old", "bio": None}, 3))  # older than the table's row: skipped
-        s = p.run()
-        assert (s["inserted"], s["updated"], s["deleted"]) == (1, 1, 1), s
+        thirty_rows_then_four_changes(p)
         plan = plans[-1]
         if one_task:
             assert "Exchange" not in plan and plan.count("ShuffledHashJoin") == 2, plan
@@ -235,14 +241,7 @@ def test_a_large_targets_merge_shuffles_only_the_batchs_keys_by_a_bloom_filter_o
     for threshold, bloom in ((31, False), (30, True)):  # the target holds 30 rows when the second batch merges
         p = make_pipe(batch={"bloom_filter_min_target_rows": threshold, "row_deltas": False})
         before = p.spark.conf.get(broadcast)
-        p.send(*(pg("c", i, {"id": i, "name": f"n{i}", "bio": None}, i) for i in range(1, 31)))
-        p.run()
-        p.send(pg("u", 5, {"id": 5, "name": "five", "bio": "b"}, 40),
-               pg("d", 7, {"id": 7, "name": "n7", "bio": None}, 41),
-               pg("c", 31, {"id": 31, "name": "n31", "bio": None}, 42),
-               pg("u", 9, {"id": 9, "name": "old", "bio": None}, 3))  # older than the table's row: skipped
-        s = p.run()
-        assert (s["inserted"], s["updated"], s["deleted"]) == (1, 1, 1)
+        thirty_rows_then_four_changes(p)
         assert (p.target in bloom_filtered_scans(plans[-1])) == bloom, plans[-1]
         rows = p.rows("name", "bio")
         assert len(rows) == 30 and 7 not in rows and rows[5] == ("five", "b") and rows[9] == ("n9", None)
