@@ -250,7 +250,9 @@ def classify_sql(spec: MergeSpec, newest: str) -> str:
     k0 = q(spec.key[0])
     skip = [f"WHEN t.{k0} IS NOT NULL AND NOT {newer_sql(spec, 's', 't')} THEN 'skip'"]
     joins = f"LEFT JOIN {near(spec, _target(spec), newest)} t ON {key_join('s', 't', spec.key)}"
+    joined = ["t"]  # the aliases of the joined tables
     if spec.tombstones and not spec.soft:
+        joined.append("d")
         skip.append(f"WHEN d.{k0} IS NOT NULL AND NOT {newer_sql(spec, 's', 'd')} THEN 'skip'")
         joins += f" LEFT JOIN {near(spec, _tombstones(spec), newest)} d ON {key_join('s', 'd', spec.key)}"
         if spec.gc_horizon is not None:  # the key's tombstone may have been garbage-collected: older = forgotten
@@ -275,9 +277,8 @@ def classify_sql(spec: MergeSpec, newest: str) -> str:
         meta += [f"d.{q(TOMBSTONE_FILE)}", f"d.{q(TOMBSTONE_POS)}"]
     if spec.locate_target:
         meta += [f"t.{q(TARGET_FILE)}", f"t.{q(TARGET_POS)}"]
-    hint = ""
-    if spec.one_task:  # hash joins built on the one-partition target and tombstones: no broadcast (``relation``)
-        hint = "/*+ SHUFFLE_HASH(t" + (", d) */ " if spec.tombstones and not spec.soft else ") */ ")
+    # one_task: hash joins built on the one-partition target and tombstones, so no broadcast (``relation``)
+    hint = f"/*+ SHUFFLE_HASH({', '.join(joined)}) */ " if spec.one_task else ""
     return f"SELECT {hint}{', '.join(values + meta)}, {action} FROM ({newest}) s {joins}"
 
 
