@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from cdc.bloom import bloom_conf
+from cdc.bloom import bloom_filtered
 from cdc.config_model import BatchConfig
 from cdc.decode.model import Column
 from cdc.faults import checkpoint
@@ -22,7 +22,6 @@ from cdc.modes import ModeSpec
 from cdc.modes.runner import apply_append, apply_scd2, check_mode
 from cdc.pk_moves import fill_moved_sql, prepare as prepare_moves
 from cdc.row_writer import in_driver
-from cdc.session import scoped_conf
 from cdc.merge import (MergeSpec, changes_sql, classify_sql, merge_target_sql, merge_tombstones_sql,
                        moved_toast_sql, newest_sql, truncate_sql)
 from cdc.sql import q, tuple_cmp_literal
@@ -30,7 +29,6 @@ from cdc.stage import BatchStats
 from cdc.table_layout import TableLayout
 from cdc import target_write
 from cdc.tombstone_write import GONE, located_columns, simple_key, write_tombstones
-from cdc.write_distribution import merge_conf
 from cdc.tables import (EPOCHS_PROPERTY, TableNames, current_snapshot, ensure_target, ensure_tombstones,
                          fresh_snapshot_id, gc_horizon, iceberg_table, snapshot_id, target_epochs)
 
@@ -131,15 +129,13 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
             late = not soft and fresh_snapshot_id(spark, names.tombstones) != classified_from
             if not (spec.locate_target and not late and facts is not None
                     and target_write.write_target(spark, spec, facts, view, changed, target_from)):
-                conf = {**bloom_conf(bloom), **merge_conf(spark, iceberg_table(spark, names.target))}
-                with scoped_conf(spark, conf):
+                with bloom_filtered(spark, bloom):
                     spark.sql(merge_target_sql(spec, view, late_tombstones=late))
             checkpoint("after_merge")
             gone = [r for r in changed if r["__action"] in GONE]
             if not soft and (actions.get("delete") or actions.get("tombstone")) and not (
                     spec.locate_tombstones and not late and write_tombstones(spark, spec, gone, classified_from)):
-                with scoped_conf(spark, merge_conf(spark, iceberg_table(spark, names.tombstones))):
-                    spark.sql(merge_tombstones_sql(spec, view))  # a large batch, or tombstones written since
+                spark.sql(merge_tombstones_sql(spec, view))  # a large batch, or tombstones written since classified
     finally:
         spark.catalog.dropTempView(view)
     if epochs and epochs != target_epochs(spark, names.target):  # remembered: where each epoch starts

@@ -6,7 +6,7 @@ so every target row (key, positions, ``_file``, ``_pos``) is shuffled: at 50M ro
 scan, below that shuffle, but with its defaults it never does here: it wants a target scan of 10 GB, a batch side
 it estimates at 10 MB or less, and it skips a join it expects to broadcast, which it expects for any batch under
 ``spark.sql.autoBroadcastJoinThreshold``, though the MERGE's outer join could only broadcast the target.
-``bloom_conf`` names the settings that plan it with those gates open (``MERGE_CONF``); the size gate is ours
+``bloom_filtered`` plans the statements inside it with those gates open (``MERGE_CONF``); the size gate is ours
 (``batch.bloom_filter_min_target_rows``, measured on the target's current snapshot,
 ``cdc.tables.current_snapshot``). The rows are the same with or without it: the filter only drops target rows
 whose key is not in the batch, which the join drops anyway.
@@ -17,7 +17,10 @@ session (``cdc.group.table_session``).
 
 from __future__ import annotations
 
-__all__ = ["MERGE_CONF", "bloom_conf"]
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+__all__ = ["MERGE_CONF", "bloom_filtered"]
 
 MERGE_CONF = {
     "spark.sql.optimizer.runtime.bloomFilter.enabled": "true",
@@ -29,6 +32,20 @@ MERGE_CONF = {
 }
 
 
-def bloom_conf(on: bool) -> dict[str, str]:
-    """The settings that plan a MERGE with the bloom filter (``on``), for ``cdc.session.scoped_conf``."""
-    return dict(MERGE_CONF) if on else {}
+@contextmanager
+def bloom_filtered(spark: Any, on: bool) -> Iterator[None]:
+    """Statements run inside (with ``on``) are planned with ``MERGE_CONF``; the session's settings come back after."""
+    if not on:
+        yield
+        return
+    before = {k: spark.conf.get(k, None) for k in MERGE_CONF}
+    for k, v in MERGE_CONF.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)

@@ -22,9 +22,8 @@ import sys
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from cdc import jars
 from cdc.config import PipelineConfig
@@ -264,21 +263,3 @@ def ship_wheels(sc: Any) -> list[str]:
 
 def ensure_namespace(spark: Any, catalog: str, namespace: str) -> None:
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.{namespace}")
-
-
-@contextmanager
-def scoped_conf(spark: Any, conf: Mapping[str, str]) -> Iterator[None]:
-    """Statements run inside are planned with the Spark settings ``conf``; the session's own come back after (a
-    session's settings are shared by its threads: a table's statements run in that table's session,
-    ``cdc.group.table_session``)."""
-    before = {k: spark.conf.get(k, None) for k in conf}
-    for k, v in conf.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)

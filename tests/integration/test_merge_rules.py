@@ -248,40 +248,6 @@ def test_a_large_targets_merge_shuffles_only_the_batchs_keys_by_a_bloom_filter_o
         assert p.spark.conf.get(broadcast) == before
 
 
-@pytest.mark.parametrize("table, shuffled", [
-    ({}, False),
-    ({"properties": {"write.merge.distribution-mode": "hash"}}, True),
-    ({"partition_by": ["bucket(2, id)"]}, True),
-], ids=["plain", "user-distribution", "partitioned"])
-def test_a_plain_targets_merge_writes_its_rows_where_the_join_leaves_them(make_pipe, monkeypatch, table, shuffled):
-    """``cdc.write_distribution``: the MERGE into an unpartitioned, unsorted merge-on-read target (and into the
-    tombstones) has no shuffle before its writers (Iceberg's ``REBALANCE_PARTITIONS_BY_COL`` exchange); a target
-    whose user chose a distribution mode, or a partitioned one, keeps it. Same rows either way, and the session's
-    setting is back after the MERGE (``row_deltas: false``: this small batch would otherwise be written without
-    MERGEs)."""
-    import cdc.apply
-
-    plans: dict[str, list[str]] = {"target": [], "tombstones": []}
-
-    def explaining(kind, build):
-        def explained(*args, **kw):
-            stmt = build(*args, **kw)
-            plans[kind].append("\n".join(r[0] for r in p.spark.sql("EXPLAIN " + stmt).collect()))
-            return stmt
-        return explained
-
-    monkeypatch.setattr(cdc.apply, "merge_target_sql", explaining("target", cdc.apply.merge_target_sql))
-    monkeypatch.setattr(cdc.apply, "merge_tombstones_sql", explaining("tombstones", cdc.apply.merge_tombstones_sql))
-    p = make_pipe(batch={"row_deltas": False}, **table)
-    thirty_rows_then_four_changes(p)
-    rebalance = "REBALANCE_PARTITIONS_BY_COL"
-    assert ("WriteDelta" in plans["target"][-1]) and (rebalance in plans["target"][-1]) == shuffled, plans["target"][-1]
-    assert plans["tombstones"] and rebalance not in plans["tombstones"][-1], plans["tombstones"][-1]
-    rows = p.rows("name", "bio")
-    assert len(rows) == 30 and 7 not in rows and rows[5] == ("five", "b") and rows[9] == ("n9", None)
-    assert p.spark.conf.get("spark.sql.iceberg.distribution-mode", None) is None
-
-
 @pytest.mark.parametrize("path", ["whole", "key-filter", "merge"])
 def test_a_small_batch_writes_its_tombstones_as_one_row_delta_and_they_fence_as_the_merge_does(make_pipe, path):
     """A batch the driver read writes its tombstones through Iceberg's API (``cdc.tombstone_write``: a row delta,
