@@ -107,7 +107,7 @@ def throughput(args: argparse.Namespace, broker: Any, registry: str, tmp: Path, 
     out = {"records": n, "distinct_keys": floor["distinct_keys"], "floor": floor, "job_s": round(job.seconds, 1),
            "job_eps": round(n / job.seconds), "phases_s": summary.get("seconds"),
            "counts": {k: summary.get(k) for k in ("events_read", "inserted", "updated", "deleted")},
-           "job_cpu_s": job.peaks.cpu_seconds,
+           "job_cpu_s": job.peaks.cpu_seconds, "job_cpu_by_kind": job.peaks.cpu_by_kind(),
            "rss": job.peaks.as_mb(), "rss_samples": job.peaks.samples, "chunk_size": args.chunk_size}
     log(f"job: {job.seconds:.1f} s ({out['job_eps']:,} ev/s), phases {summary.get('seconds')}")
     if "peer" not in args.skip:
@@ -262,8 +262,16 @@ def targets(details: dict[str, Any]) -> list[dict[str, Any]]:
     if t:
         f = t["floor"]
         ratio = t["job_eps"] / f["eps"]
-        rows.append(report.row("1", f"throughput, {t['records']:,} events (whole process)", f"{t['job_eps']:,} ev/s",
-                               f"{f['eps']:,} ev/s decode floor", ratio, ">= 2.0", ratio >= 2.0))
+        rows.append(report.row("1", f"throughput, {t['records']:,} events (whole process)",
+                               f"{t['job_eps']:,} ev/s{_cpu(t, 'job_cpu_s')}",
+                               f"{f['eps']:,} ev/s decode floor{_cpu(f, 'cpu_s')}", ratio, ">= 2.0", ratio >= 2.0))
+        if t.get("job_cpu_s") and f.get("cpu_s"):  # why the wall ratio is what it is: the CPU the job spends
+            cores = os.cpu_count() or 1
+            by = ", ".join(f"{k} {v:.0f}" for k, v in sorted((t.get("job_cpu_by_kind") or {}).items()))
+            rows.append(report.row("1'", f"CPU s of the job ({by}) vs the floor; 2.0 on {cores} cores needs "
+                                         f"<= {cores / 2:.1f}",
+                                   f"{t['job_cpu_s']:.0f} s", f"{f['cpu_s']:.0f} s", t["job_cpu_s"] / f["cpu_s"],
+                                   "(reference)", None))
     s = details.get("small_batch")
     if s:
         ratio = s["job_s"] / s["spark_floor_s"]
