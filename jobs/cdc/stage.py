@@ -167,39 +167,71 @@ def _lowest(a: Sequence[Any], b: Sequence[Any]) -> list[Any]:
 
 
 def aggregates(batches: Sequence[pa.RecordBatch], ordering: Sequence[str]) -> dict[int, dict[str, Any]]:
-    """``batch_stats``' aggregates of staged rows, per Kafka partition, named as its query names them (pure)."""
-    from cdc.layout import KIND, NEW_KEY, OLD_KEY, OP, PARTITION, SERVER_ID, UNAVAILABLE
+    """``batch_stats``' aggregates of staged rows, per Kafka partition, named as its query names them (pure; Arrow
+    compute over each batch and partition, then ``merge_aggregates``: no per-row Python, which cost a read task about
+    a quarter of its CPU)."""
+    return merge_aggregates(_aggregates(b, ordering) for b in batches)
 
-    n = sum(b.num_rows for b in batches)
 
-    def column(name: str) -> list[Any]:  # batch by batch: a driver read's batches need not share one schema
-        return [v for b in batches for v in (b.column(name).to_pylist() if name in b.schema.names
-                                             else [None] * b.num_rows)]
+def _aggregates(batch: pa.RecordBatch, ordering: Sequence[str]) -> dict[int, dict[str, Any]]:
+    import pyarrow.compute as pc
 
-    part, kind, op, unavailable = column(PARTITION), column(KIND), column(OP), column(UNAVAILABLE)
-    positions = list(zip(*(column(c) for c in ordering))) if ordering else [()] * n
-    server, old_key, new_key = column(SERVER_ID), column(OLD_KEY), column(NEW_KEY)
-    acc: dict[int, dict[str, Any]] = {}
-    for i in range(n):
-        a = acc.setdefault(int(part[i]), {"n": 0, "s": 0, "e": 0, "u": [], "t": None, "m": None, "mo": 0, "md": 0,
-                                          "lo": [None] * len(ordering), "sv": set()})
-        a["n"] += 1
-        a["s"] += kind[i] in SKIPPED
-        a["e"] += kind[i] == "error"
-        if unavailable[i] is not None:
-            a["u"].extend(c for c in unavailable[i] if c not in a["u"])
-        if kind[i] != "change":
-            continue
-        pos = positions[i]
-        a["m"] = _newest(a["m"], pos)
-        if op[i] == "t":
-            a["t"] = _newest(a["t"], pos)
-        a["lo"] = _lowest(a["lo"], pos)
-        if server[i] is not None:
-            a["sv"].add(server[i])
-        a["mo"] += old_key[i] is not None
-        a["md"] += new_key[i] is not None and op[i] == "d"
-    return acc
+    from cdc.layout import PARTITION
+
+    parts = batch.column(PARTITION)
+    found = pc.unique(parts).to_pylist()
+    if len(found) == 1:
+        return {int(found[0]): _partition_aggregates(batch, ordering)}
+    return {int(p): _partition_aggregates(batch.filter(pc.equal(parts, p)), ordering) for p in found}
+
+
+def _partition_aggregates(rows: pa.RecordBatch, ordering: Sequence[str]) -> dict[str, Any]:
+    """The aggregates of one partition's rows."""
+    import pyarrow.compute as pc
+
+    from cdc.layout import KIND, NEW_KEY, OLD_KEY, OP, SERVER_ID, UNAVAILABLE
+
+    def count(mask: pa.Array) -> int:
+        return int(pc.sum(pc.fill_null(mask, False).cast(pa.int64())).as_py() or 0)
+
+    kind = _column(rows, KIND)
+    change = pc.fill_null(pc.equal(kind, "change"), False)
+    needed = [c for c in (OP, SERVER_ID, OLD_KEY, NEW_KEY, *ordering) if c in rows.schema.names]
+    changes = rows.select(needed).filter(change)  # only the columns counted: no copy of the row images
+    op = _column(changes, OP)
+    unavailable = _column(rows, UNAVAILABLE)
+    servers = _column(changes, SERVER_ID)
+    return {
+        "n": rows.num_rows, "s": count(pc.is_in(kind, pa.array(SKIPPED))), "e": count(pc.equal(kind, "error")),
+        "u": pc.unique(pc.list_flatten(unavailable)).to_pylist() if unavailable.null_count < len(unavailable) else [],
+        "t": _newest_of(changes.filter(pc.fill_null(pc.equal(op, "t"), False)), ordering),
+        "m": _newest_of(changes, ordering),
+        "mo": count(pc.is_valid(_column(changes, OLD_KEY))),
+        "md": count(pc.and_(pc.is_valid(_column(changes, NEW_KEY)), pc.fill_null(pc.equal(op, "d"), False))),
+        "lo": [pc.min(_column(changes, c)).as_py() for c in ordering],
+        "sv": set(pc.unique(servers).drop_null().to_pylist()) if servers.null_count < len(servers) else set(),
+    }
+
+
+def _column(rows: pa.RecordBatch, name: str) -> pa.Array:
+    """A column of ``rows``; all NULL when the batch lacks it (as ``arrow_frame`` fills it for the JVM)."""
+    return rows.column(name) if name in rows.schema.names else pa.nulls(rows.num_rows)
+
+
+def _newest_of(rows: pa.RecordBatch, ordering: Sequence[str]) -> tuple[Any, ...] | None:
+    """The largest position of ``rows`` in Spark's order of structs (field by field, a NULL field first), or None."""
+    import pyarrow.compute as pc
+
+    if not rows.num_rows:
+        return None
+    out = []
+    for c in ordering:
+        values = _column(rows, c)
+        top = pc.max(values).as_py()
+        out.append(top)
+        if top is not None:  # else every candidate holds NULL here: all stay
+            rows = rows.filter(pc.fill_null(pc.equal(values, top), False))
+    return tuple(out)
 
 
 def merge_aggregates(parts: Iterable[Mapping[int, Mapping[str, Any]]]) -> dict[int, dict[str, Any]]:
