@@ -4,7 +4,7 @@
   value with fastavro (schemaless reader, writer schema from the registry) — target 1's floor;
 * ``SPARK_FLOOR``: a process that starts the job's own local Spark session (same settings, Iceberg jar) and commits
   one row to an Iceberg table — target 2's floor (``python -c SPARK_FLOOR <pipeline.yaml>``, timed as a process);
-  ``SPARK_FLOOR_CACHED`` starts it from the job's JVM class archive (``cdc.jvm_cache``);
+  ``SPARK_FLOOR_CACHED`` starts it from the job's JVM class archive (``cdc.spark.jvm_cache``);
 * ``PyIcebergPeer``: what a Python user would write instead — consume + fastavro decode + last change per key +
   pyiceberg ``Table.delete`` / ``Table.upsert`` into a table pre-loaded with the same rows — target 6.
 """
@@ -87,7 +87,7 @@ SPARK_FLOOR = """
 import sys, time
 t0 = time.time()
 from cdc.config import load_config
-from cdc.session import build_session
+from cdc.spark.session import build_session
 cfg = load_config(sys.argv[1])
 spark = build_session(cfg, "cdc-bench-floor", None)
 spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.bench_floor")
@@ -95,9 +95,9 @@ spark.sql("CREATE TABLE IF NOT EXISTS lake.bench_floor.one (id INT, name STRING)
 spark.sql("INSERT INTO lake.bench_floor.one VALUES (1, 'one')")
 spark.stop()
 """
-# The same floor started from the job's JVM class archive (cdc.jvm_cache), as the job itself starts by default.
+# The same floor started from the job's JVM class archive (cdc.spark.jvm_cache), as the job itself starts by default.
 SPARK_FLOOR_CACHED = SPARK_FLOOR.replace('"cdc-bench-floor", None)', '"cdc-bench-floor", None, class_cache=True)') + \
-    "from cdc import jvm_cache\njvm_cache.finish()\n"
+    "from cdc.spark import jvm_cache\njvm_cache.finish()\n"
 
 
 def rows_and_deletes(dec: AvroDecoder, records: Iterator[tuple[int, bytes | None, bytes | None]]

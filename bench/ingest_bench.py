@@ -152,7 +152,7 @@ def backfill(args: argparse.Namespace, broker: Any, registry: str, tmp: Path, sp
 
 def target_rows(cfg: Path, table: str) -> int | None:
     try:
-        from cdc.config import load_config
+        from cdc.config.load import load_config
         from cdc_airflow.ledger import load_table
 
         t = load_table(load_config(str(cfg)).catalog, table)
@@ -217,7 +217,7 @@ def many_tables(args: argparse.Namespace, broker: Any, registry: str, tmp: Path,
     aged = None
     if args.ledger_history:  # production's steady state: first a run on a ledger with a week of history
         from bench.ledger_history import age_history
-        from cdc.config import load_config
+        from cdc.config.load import load_config
 
         namespace = load_config(many).metadata_namespace  # a hadoop catalog: <warehouse>/<namespace>/<table>
         age_history(tmp / "wh_many" / namespace / "ledger" / "metadata", args.ledger_history,
@@ -278,7 +278,7 @@ def targets(details: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append(report.row("2", f"small batch, {s['events']} events", f"{s['job_s']} s{_cpu(s, 'job_cpu_s')}",
                                f"{s['spark_floor_s']} s Spark floor{_cpu(s, 'spark_floor_cpu_s')}", ratio, "<= 1.5",
                                ratio <= 1.5))
-        if s.get("spark_floor_cached_s"):  # the floor started from the job's class archive too (cdc.jvm_cache)
+        if s.get("spark_floor_cached_s"):  # the floor started from the job's class archive too (cdc.spark.jvm_cache)
             ratio = s["job_s"] / s["spark_floor_cached_s"]
             rows.append(report.row("2'", "the same, vs the floor with the job's class archive", f"{s['job_s']} s",
                                    f"{s['spark_floor_cached_s']} s{_cpu(s, 'spark_floor_cached_cpu_s')}", ratio,
@@ -336,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     with LocalBroker() as broker, LocalSchemaRegistry() as registry, \
             tempfile.TemporaryDirectory(prefix="cdc-bench-") as tmp:
-        # The jobs' JVM class archive (cdc.jvm_cache): this run's own, written by its first job, unless set
+        # The jobs' JVM class archive (cdc.spark.jvm_cache): this run's own, written by its first job, unless set
         procs.JOB_ENV.setdefault("CDC_JVM_CLASS_CACHE", os.environ.get("CDC_JVM_CLASS_CACHE", str(Path(tmp) / "jvm")))
         steps = (("small", small_batch), ("tables", many_tables), ("throughput", throughput), ("backfill", backfill))
         for name, step in steps:

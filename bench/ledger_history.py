@@ -1,4 +1,4 @@
-"""What a long ledger history costs each ledger read and write, and what ``cdc.ledger_history`` gives back.
+"""What a long ledger history costs each ledger read and write, and what ``cdc.ledger.expiry`` gives back.
 
     python bench/ledger_history.py [--tables 20] [--snapshots 11760] [--rounds 15]
 
@@ -12,7 +12,7 @@ writes the whole file again). Then it times the ledger work of one table's batch
   before planning and after its claim;
 * **write**: a cursor reset (``Ledger.reset_cursor``: one commit, which writes the metadata file again).
 
-with the week's history, and again after ``cdc.ledger_history.expire_history`` cut it to the ledger's 24 hours
+with the week's history, and again after ``cdc.ledger.expiry.expire_history`` cut it to the ledger's 24 hours
 (timed too, and once more for the ``EXPIRE_AT_LEAST`` snapshots a run finds to expire in the steady state). Prints the
 medians and their ratio. Not in ``make bench`` (a ledger this old never occurs there).
 """
@@ -93,11 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args(argv)
 
-    from cdc.config import parse_config
-    from cdc.ledger import Ledger
-    from cdc.ledger_history import EXPIRE_AT_LEAST, expire_history
-    from cdc.session import build_session
-    from cdc.tables import ensure_meta_tables
+    from cdc.config.load import parse_config
+    from cdc.ledger.expiry import EXPIRE_AT_LEAST, expire_history
+    from cdc.ledger.ledger import Ledger
+    from cdc.ledger.tables import ensure_meta_tables
+    from cdc.spark.session import build_session
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = parse_config({

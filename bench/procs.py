@@ -208,7 +208,7 @@ class Run:
 
 
 # Settings every measured process gets (the caller's own CDC_* variables do not reach them), e.g. the jobs' JVM
-# class archive directory (cdc.jvm_cache)
+# class archive directory (cdc.spark.jvm_cache)
 JOB_ENV: dict[str, str] = {}
 
 

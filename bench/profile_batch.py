@@ -31,7 +31,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from bench.jvm_stacks import StackSampler, report as jvm_report  # noqa: E402
+from bench.jvm_stacks import StackSampler  # noqa: E402
+from bench.jvm_stacks import report as jvm_report
 from bench.procs import ThreadCpu, cpu_seconds  # noqa: E402
 from bench.workload import Stream, pipeline_yaml  # noqa: E402
 
@@ -92,6 +93,7 @@ def event_log_calls(path: Path) -> tuple[float, float, list[tuple[str, float, in
 
 def whole_process(cfg_path: Path, tmp: str, py_spy: str | None = None, idle: bool = True) -> None:
     import subprocess
+
     import yaml
 
     raw = yaml.safe_load(cfg_path.read_text())
@@ -156,9 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu-only", action="store_true", help="with --py-spy: only stacks that run on a CPU (no waits)")
     args = ap.parse_args(argv)
 
-    from cdc.config import load_config
-    from cdc.run import run_batch
-    from cdc.session import build_session
+    from cdc.config.load import load_config
+    from cdc.run.batch import run_batch
+    from cdc.spark.session import build_session
     from devtools.broker import LocalBroker, free_port
     from devtools.registry import LocalSchemaRegistry
 
@@ -187,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         for s in streams:
             s.produce_preload(args.preload)
         run_batch(spark, cfg, cfg.tables, isolate=True)
-        from cdc.py4j_classes import java_class
+        from cdc.spark.py4j_classes import java_class
 
         metering = java_class(spark, "org.apache.spark.sql.catalyst.rules.RuleExecutor")
         codegen = java_class(spark, "org.apache.spark.metrics.source.CodegenMetrics")

@@ -6,10 +6,10 @@
 
 The last line of stdout is a JSON summary. With several tables a failing table does not stop the others: it is
 listed with ``status: failed`` and its error (also one ``ERROR`` line on stderr) and the exit code is the worst of
-the tables' (``cdc.group``); ``batch.table_concurrency`` tables run at once. Exit codes
-(``cdc.cli_contract.ExitCode``): 0 ok, 2 a person must act (config, schema, bad data), 75 transient (broker/registry
+the tables' (``cdc.run.group``); ``batch.table_concurrency`` tables run at once. Exit codes
+(``cdc.common.cli_contract.ExitCode``): 0 ok, 2 a person must act (config, schema, bad data), 75 transient (broker/registry
 down, concurrent run: retry later), 1 anything else.
-Errors are one line on stderr. Timestamps are ISO-8601 or epoch milliseconds (see ``cdc.cli_contract``).
+Errors are one line on stderr. Timestamps are ISO-8601 or epoch milliseconds (see ``cdc.common.cli_contract``).
 """
 
 from __future__ import annotations
@@ -21,11 +21,14 @@ import sys
 if __package__ in (None, ""):  # a script: `cdc` shipped with --py-files (wheel/zip) wins over jobs/cdc beside it
     sys.path.sort(key=lambda p: not p.endswith((".whl", ".zip", ".egg")))
 
-from cdc import cli_contract as cli  # noqa: E402
-from cdc.cli_contract import ArgumentError, BackfillBounds  # noqa: E402
-from cdc.config import load_config  # noqa: E402
-from cdc.errors import ConfigError  # noqa: E402
-from cdc.kafka.plan import Bounds  # noqa: E402
+from cdc.common import cli_contract as cli  # noqa: E402
+from cdc.common.cli_contract import (  # noqa: E402
+    ArgumentError,
+    BackfillBounds,
+    Bounds,  # noqa: E402
+)
+from cdc.common.errors import ConfigError  # noqa: E402
+from cdc.config.load import load_config  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -66,7 +69,7 @@ def has_range(bounds: BackfillBounds) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Run the job; print the summary (stdout) or one error line (stderr); report both to ``$CDC_RESULT_FILE``."""
     args = parse_args(argv)
-    from cdc import jvm_cache
+    from cdc.spark import jvm_cache
 
     try:
         return run(args, own_process=argv is None)
@@ -75,14 +78,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace, own_process: bool) -> int:
-    """``main`` after parsing: the exit code. ``own_process``: started from the command line (``cdc.jvm_cache``)."""
+    """``main`` after parsing: the exit code. ``own_process``: started from the command line (``cdc.spark.jvm_cache``)."""
     try:
         cfg = load_config(args.config)
         if args.max_records is not None:
             if args.max_records < 1:
                 raise ConfigError(f"{cli.MAX_RECORDS} must be >= 1")
             cfg = cfg.with_batch(max_records_per_partition=args.max_records)
-        from cdc.routing import resolve_pipeline
+        from cdc.kafka.topics import resolve_pipeline
 
         cfg = resolve_pipeline(cfg)  # topic_pattern entries → one table per matching topic, at every run
         tables = list(cfg.select(args.table))
@@ -93,8 +96,8 @@ def run(args: argparse.Namespace, own_process: bool) -> int:
             raise ConfigError(f"{cli.RESET_CURSOR} takes only {cli.TABLE} and {cli.START_OFFSETS}")
         if mode == "incremental" and has_range(bounds):
             raise ConfigError("--start/--end offsets and timestamps need --mode backfill")
-        from cdc.run import run_batch
-        from cdc.session import build_session, preload_modules
+        from cdc.run.batch import run_batch
+        from cdc.spark.session import build_session, preload_modules
 
         preload_modules()  # while the JVM starts
 
@@ -102,11 +105,11 @@ def run(args: argparse.Namespace, own_process: bool) -> int:
         spark = build_session(cfg, f"cdc-ingest-{cfg.pipeline}", args.master, class_cache=own_process)
         summary = run_batch(spark, cfg, tables, mode, args.dry_run, bounds, isolate=True)
     except (Exception, KeyboardInterrupt) as exc:  # one line on stderr, the exit code of its class
-        from cdc.outcome import job_failed
+        from cdc.run.outcome import job_failed
 
         return job_failed(exc, "ingest")
     line = json.dumps(summary, default=str)
-    from cdc.group import error_lines, exit_code_of
+    from cdc.run.group import error_lines, exit_code_of
 
     errors = error_lines(summary)  # several tables: each failed one is in the summary, the exit code is the worst
     for err in errors:

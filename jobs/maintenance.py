@@ -27,7 +27,7 @@ if __package__ in (None, ""):  # a script: `cdc` shipped with --py-files (wheel/
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from cdc.config import PipelineConfig, TableConfig
+    from cdc.config.model import PipelineConfig, TableConfig
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -48,7 +48,7 @@ def ts_literal(dt: datetime) -> str:
 
 
 def helper_tables(cfg: "PipelineConfig", t: "TableConfig") -> tuple[str, str]:
-    from cdc.tables import names
+    from cdc.config.names import names
 
     n = names(cfg, t)
     return n.staging, n.tombstones
@@ -64,7 +64,7 @@ class Maintenance:
         return self.now - timedelta(hours=hours)
 
     def step(self, table: str, action: str, fn: Callable[[], Any]) -> None:
-        from cdc.errors import one_line
+        from cdc.common.errors import one_line
 
         t0 = time.monotonic()
         try:
@@ -102,7 +102,7 @@ class Maintenance:
             f"{ts_literal(self.hours_ago(self.args.orphan_retention_hours))})").collect())})
 
     def old_committed_batches(self, t: "TableConfig") -> list[int]:
-        from cdc.sql import lit
+        from cdc.common.sql import lit
 
         ledger = f"{self.cat}.{self.cfg.metadata_namespace}.ledger"
         if not self.exists(ledger):
@@ -134,9 +134,9 @@ class Maintenance:
         for keys the table no longer knows, so a replay cannot resurrect a deleted row (``cdc.merge``). The
         partition bound (``gc_watermark``) keeps a lagging partition's first-time changes above the horizon.
         Horizon first: a crash in between leaves a horizon with its tombstones still there, which changes nothing."""
-        from cdc.layout import DELETED_AT, EPOCH, KAFKA_OFFSET, KAFKA_PARTITION, align, is_meta
-        from cdc.sql import position_value, tuple_cmp_literal
-        from cdc.tables import GC_HORIZON_PROPERTY, gc_horizon
+        from cdc.iceberg.tables import GC_HORIZON_PROPERTY, gc_horizon
+        from cdc.positions.sql import position_value, tuple_cmp_literal
+        from cdc.schema.columns import DELETED_AT, EPOCH, KAFKA_OFFSET, KAFKA_PARTITION, align, is_meta
 
         watermark = self.gc_watermark(t)
         if watermark is None:
@@ -164,9 +164,9 @@ class Maintenance:
         """The newest source position that every partition of the table's topic has passed (the least, over its
         partitions, of the newest position committed from each); None while a partition that delivered changes has
         no recorded position (batches from before positions were recorded)."""
-        from cdc.layout import align
-        from cdc.ledger_model import newest_positions
-        from cdc.sql import lit
+        from cdc.common.sql import lit
+        from cdc.ledger.model import newest_positions
+        from cdc.schema.columns import align
 
         ledger = f"{self.cat}.{self.cfg.metadata_namespace}.ledger"
         if not self.exists(ledger):
@@ -183,7 +183,7 @@ class Maintenance:
         return min(align(p, width) or p for p in newest.values())
 
     def run(self, tables: tuple["TableConfig", ...]) -> None:
-        from cdc.ledger_model import changes_identifier
+        from cdc.config.names import changes_identifier
 
         for t in tables:
             target = f"{self.cat}.{t.target}"
@@ -206,23 +206,23 @@ class Maintenance:
                 self.step(ident, "rewrite_data_files", lambda ident=ident: self.call(  # per table: partial progress
                     "rewrite_data_files", ident,
                     options="map('min-input-files', '2', 'partial-progress.enabled', 'true')"))
-                # The ingest job expires the ledger's old snapshots itself (cdc.ledger_history); files it could not
+                # The ingest job expires the ledger's old snapshots itself (cdc.ledger.expiry); files it could not
                 # delete then (e.g. credentials without delete permission) are orphans.
                 self.orphans(ident)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from cdc.config import load_config
-    from cdc.errors import CdcError
+    from cdc.common.errors import CdcError
+    from cdc.config.load import load_config
 
     try:
         cfg = load_config(args.config)
-        from cdc.routing import resolve_pipeline
+        from cdc.kafka.topics import resolve_pipeline
 
         cfg = resolve_pipeline(cfg)  # topic_pattern entries → the tables of the topics they match now
         tables = cfg.select(args.table or None)
-        from cdc.session import build_session
+        from cdc.spark.session import build_session
 
         spark = build_session(cfg, f"cdc-{cfg.pipeline}-maintenance")
         m = Maintenance(spark, cfg, args, datetime.now(timezone.utc))
@@ -241,6 +241,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from cdc.cli_contract import finish  # reports the exit code to $CDC_RESULT_FILE (the Airflow operator)
+    from cdc.common.cli_contract import finish  # reports the exit code to $CDC_RESULT_FILE (the Airflow operator)
 
     sys.exit(finish(main()))

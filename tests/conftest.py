@@ -42,8 +42,8 @@ def warehouse(tmp_path_factory):
 @pytest.fixture(scope="session")
 def spark(warehouse):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from cdc.config import parse_config
-    from cdc.session import build_session
+    from cdc.config.load import parse_config
+    from cdc.spark.session import build_session
 
     cfg = parse_config({
         "pipeline": "tests", "kafka": {"bootstrap.servers": "127.0.0.1:1"}, "format": "json",

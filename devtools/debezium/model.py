@@ -19,8 +19,8 @@ import datetime as dt
 import json
 import zlib
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from decimal import Decimal
+from functools import cached_property
 from typing import Any, Literal
 
 Connector = Literal["postgresql", "mysql"]

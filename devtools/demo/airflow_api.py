@@ -18,7 +18,6 @@ from devtools.demo.common import DAG_ID, HOST, PY, REPO, STATE, DemoError, say
 from devtools.demo.services import pidfile, spawn, wait_port
 
 
-
 @dataclass
 class Api:
     base: str

@@ -12,15 +12,40 @@ import time
 from typing import Any, Callable
 
 import devtools.demo
-from devtools.demo.airflow_api import (Api, airflow_cli, airflow_env, ensure_pool_and_connection, run_publish_report,
-                                       start_airflow, trigger_and_wait, wait_for_dag)
-from devtools.demo.common import (API_PORT, BROKER_PORT, DAG_ID, HOST, PARTITIONS, PIPELINE, PY, REGISTRY_PORT,
-                                  STATE, DemoError, say)
+from devtools.demo.airflow_api import (
+    Api,
+    airflow_cli,
+    airflow_env,
+    ensure_pool_and_connection,
+    run_publish_report,
+    start_airflow,
+    trigger_and_wait,
+    wait_for_dag,
+)
+from devtools.demo.common import (
+    API_PORT,
+    BROKER_PORT,
+    DAG_ID,
+    HOST,
+    PARTITIONS,
+    PIPELINE,
+    PY,
+    REGISTRY_PORT,
+    STATE,
+    DemoError,
+    say,
+)
 from devtools.demo.compare import compare, ledger_summary
-from devtools.demo.services import (create_topics, pidfile, run_ingest, start_broker, start_registry, stop_all,
-                                    summary_line)
+from devtools.demo.services import (
+    create_topics,
+    pidfile,
+    run_ingest,
+    start_broker,
+    start_registry,
+    stop_all,
+    summary_line,
+)
 from devtools.demo.source import build_waves, produce_wave
-
 
 # ----------------------------------------------------------------------------------------------- main flows
 
@@ -46,7 +71,7 @@ def prepare(args: argparse.Namespace) -> tuple[dict[str, str], str, str | None]:
 
 
 def pipeline_config() -> Any:
-    from cdc.config import load_config  # the installed package (make venv: pip install -e .)
+    from cdc.config.load import load_config  # the installed package (make venv: pip install -e .)
 
     return load_config(PIPELINE)
 

@@ -10,7 +10,6 @@ from devtools.debezium.model import to_python
 from devtools.demo.common import TARGETS, say
 from devtools.demo.source import Wave, wave_schema
 
-
 # ----------------------------------------------------------------------------------------------- comparing
 
 def _norm(value: Any) -> Any:

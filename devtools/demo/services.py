@@ -15,7 +15,6 @@ from devtools.broker import pid_alive
 from devtools.demo.common import HOST, PARTITIONS, PIPELINE, PY, REPO, SERVICES, STATE, DemoError, say
 from devtools.demo.source import topics
 
-
 # ----------------------------------------------------------------------------------------------- daemons
 
 def pidfile(name: str) -> Path:

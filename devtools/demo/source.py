@@ -10,7 +10,6 @@ from devtools.debezium import TOAST_PLACEHOLDER, ChangeEventGenerator, Column, G
 from devtools.debezium.model import Record, default_table
 from devtools.demo.common import PARTITIONS
 
-
 # ----------------------------------------------------------------------------------------------- the source database
 
 FIRST = ("Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "Ken", "Margaret", "Dennis", "Radia", "Tim")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 if TYPE_CHECKING:
     from airflow.sdk import Asset, AssetAlias
 
-    from cdc.config import PipelineConfig
+    from cdc.config.model import PipelineConfig
 
 EXTRA_KEYS = ("pipeline", "table", "mode", "batch_id", "snapshot_id", "inserted", "updated", "deleted", "events_read")
 

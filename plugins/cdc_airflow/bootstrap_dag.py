@@ -15,7 +15,7 @@ from cdc_airflow.options import airflow_options
 from cdc_airflow.settings import CdcSettings
 
 if TYPE_CHECKING:
-    from cdc.config import PipelineConfig
+    from cdc.config.model import PipelineConfig
 
 TIMEOUT = timedelta(hours=12)  # a large table's parallel JDBC read; the Airflow task timeout
 
@@ -37,7 +37,7 @@ def bootstrap_params(names: list[str]) -> dict[str, Param]:
 
 def bootstrap_args(config_path: str, params: dict[str, Any]) -> list[str]:
     """``jobs/bootstrap.py`` arguments for the run's params."""
-    from cdc import cli_contract as cli
+    from cdc.common import cli_contract as cli
 
     args = [cli.CONFIG, config_path]
     for name in params.get("tables") or []:

@@ -1,7 +1,7 @@
 """Pure functions: run parameters → job arguments, Spark settings, planning and summary folding.
 
 No Airflow, Spark or Kafka imports: everything here is unit-tested with plain values. The job's flags, value formats
-and exit codes come from the one contract module (``cdc.cli_contract``, via ``cdc_airflow.contract``).
+and exit codes come from the one contract module (``cdc.common.cli_contract``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from cdc_airflow.contract import cli
+from cdc.common import cli_contract as cli
 
 MODES = ("incremental", "backfill", "dry_run")  # DAG param ``mode``; dry_run = the job's incremental + --dry-run
 
@@ -87,7 +87,7 @@ def spark_conf(master: str, pipeline_spark: Mapping[str, str], python: str) -> d
     """Spark settings for spark-submit: the pipeline's ``spark:`` block wins, local mode stays on loopback."""
     conf: dict[str, str] = {}
     if master.startswith("local"):
-        from cdc.session import LOCAL_DRIVER_JAVA_OPTIONS, LOCAL_SPARK_CONF  # here: not needed to parse DAG files
+        from cdc.spark.session import LOCAL_DRIVER_JAVA_OPTIONS, LOCAL_SPARK_CONF  # here: not needed to parse DAG files
 
         conf["spark.driver.extraJavaOptions"] = LOCAL_DRIVER_JAVA_OPTIONS
         conf.update(LOCAL_SPARK_CONF)

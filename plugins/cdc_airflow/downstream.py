@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 from airflow.sdk import DAG, get_current_context, task
 
 if TYPE_CHECKING:
-    from cdc.config import CatalogConfig, PipelineConfig
+    from cdc.config.model import CatalogConfig, PipelineConfig
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 (one Spark application, one JVM start) per group instead of per table. Pure: plain values in, mapped-task kwargs out.
 
 A group's task is labelled with its tables (``map_index`` "inventory.customers, inventory.orders"); the job runs
-them in one process with failures isolated per table (``cdc.group``): its summary has one entry per table (asset
+them in one process with failures isolated per table (``cdc.run.group``): its summary has one entry per table (asset
 events are emitted per committed table as for single-table tasks), its exit code is the worst of its tables'.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+from cdc.common import cli_contract as cli
 from cdc_airflow.commands import RunRequest, TablePlan, ingest_args
-from cdc_airflow.contract import cli
 
 DEFAULT_TABLES_PER_TASK = 1  # today's behaviour: one spark-submit per table
 

@@ -19,7 +19,7 @@ from cdc_airflow.params import backfill_interval_params, param_specs, to_request
 from cdc_airflow.settings import CdcSettings
 
 if TYPE_CHECKING:
-    from cdc.config import PipelineConfig
+    from cdc.config.model import PipelineConfig
 
 log = logging.getLogger(__name__)
 START = datetime(2024, 1, 1)
@@ -107,10 +107,9 @@ def publish_run(planned: list[dict[str, Any]] | None, summaries: list[Any],
 
 
 def build_ingest_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
-    from cdc_airflow.spark import CdcSparkSubmitOperator, submit_kwargs
-
     from cdc_airflow.assets import outlet_aliases
     from cdc_airflow.freshness import check_freshness
+    from cdc_airflow.spark import CdcSparkSubmitOperator, submit_kwargs
 
     # topic_pattern entries resolve in the plan task at run time: the params then take any table name
     names, topics = [t.target for t in cfg.tables if t.topic], [t.topic for t in cfg.tables if t.topic]
@@ -163,7 +162,7 @@ def build_ingest_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
             ti = ctx["ti"]
             from cdc_airflow.spark import PARTIAL_SUMMARY_KEY
 
-            summaries = [*(ti.xcom_pull(task_ids=["ingest"]) or []),  # + groups that failed in part (cdc.group)
+            summaries = [*(ti.xcom_pull(task_ids=["ingest"]) or []),  # + groups that failed in part (cdc.run.group)
                          *(ti.xcom_pull(task_ids=["ingest"], key=PARTIAL_SUMMARY_KEY) or [])]
             return publish_run(ti.xcom_pull(task_ids="plan"), summaries,
                                lambda: check_freshness(settings, config_path, ctx))

@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
+from cdc.config.names import ledger_identifier
 from cdc_airflow.commands import lag
-from cdc_airflow.ledger import Row, committed_offsets, ledger_identifier, read_rows
+from cdc_airflow.ledger import Row, committed_offsets, read_rows
 
 if TYPE_CHECKING:
-    from cdc.config import PipelineConfig, TableConfig
+    from cdc.config.model import PipelineConfig, TableConfig
 
 WatermarksFn = Callable[[Mapping[str, Any], str], Mapping[int, int]]
 

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-    from cdc.config import CatalogConfig
+    from cdc.config.model import CatalogConfig
 
-from cdc.ledger_model import dead_letters_identifier, ledger_identifier  # noqa: E402,F401  (one home)
+from cdc.config.names import dead_letters_identifier, ledger_identifier  # noqa: E402,F401  (one home)
 
 Row = dict[str, Any]
 _VERSION = re.compile(r"^v(\d+)\.metadata\.json$")
@@ -88,9 +88,9 @@ def load_table(catalog: "CatalogConfig", identifier: str) -> "Table | None":
 
 def catalog_properties(catalog: "CatalogConfig") -> dict[str, str]:
     """pyiceberg ``load_catalog`` properties of a non-hadoop catalog (pure). ``jdbc``: pyiceberg's SQL catalog on
-    the same database as Iceberg's Java ``JdbcCatalog`` (``cdc.sql_catalog``: the SQLAlchemy URL)."""
+    the same database as Iceberg's Java ``JdbcCatalog`` (``cdc.iceberg.sql_catalog``: the SQLAlchemy URL)."""
     if catalog.type == "jdbc":
-        from cdc.sql_catalog import pyiceberg_properties
+        from cdc.iceberg.sql_catalog import pyiceberg_properties
 
         return pyiceberg_properties(catalog)
     return {"type": _PYICEBERG_TYPES.get(catalog.type, catalog.type), "warehouse": catalog.warehouse,
@@ -125,8 +125,8 @@ def snapshot_id(catalog: "CatalogConfig", identifier: str) -> int | None:
 # ---- pure functions over ledger rows -------------------------------------------------------------------------------
 
 def committed_offsets(rows: Iterable[Row], table_name: str) -> dict[str, dict[int, int]]:
-    """topic → partition → committed cursor (the job's own rule: ``cdc.ledger_model``)."""
-    from cdc.ledger_model import committed_cursor
+    """topic → partition → committed cursor (the job's own rule: ``cdc.ledger.model``)."""
+    from cdc.ledger.model import committed_cursor
 
     return committed_cursor(rows, table_name)
 

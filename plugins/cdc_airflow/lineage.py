@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from cdc.config import PipelineConfig
+    from cdc.config.model import PipelineConfig
 
 
 @dataclass(frozen=True)

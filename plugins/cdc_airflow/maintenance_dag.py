@@ -16,7 +16,7 @@ from cdc_airflow.options import airflow_options
 from cdc_airflow.settings import CdcSettings
 
 if TYPE_CHECKING:
-    from cdc.config import PipelineConfig
+    from cdc.config.model import PipelineConfig
 
 RETENTION_PARAMS: dict[str, tuple[float, str]] = {
     "staging_retention_hours": (72, "Drop staged batches committed longer ago than this."),

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
-    from cdc.config import PipelineConfig
+    from cdc.config.model import PipelineConfig
 
 KEYS = ("task_timeout_minutes", "maintenance_timeout_minutes", "on_failure", "freshness_minutes", "tables_per_task")
 _PATH = re.compile(r"^[A-Za-z_][\w.]*([.:][A-Za-z_]\w*)$")
@@ -57,7 +57,7 @@ def default_timeout_minutes(max_records_per_partition: int) -> float:
 
 def parse_airflow(raw: Any, src: str, tables: list[str], routed: bool = False) -> AirflowConfig:
     """The ``airflow:`` mapping (``${ENV}`` already substituted) → ``AirflowConfig``; errors name file and key."""
-    from cdc.errors import ConfigError
+    from cdc.common.errors import ConfigError
 
     def fail(key: str, msg: str) -> ConfigError:
         return ConfigError(f"{src}: key 'airflow{'.' + key if key else ''}': {msg}")
@@ -82,7 +82,7 @@ def parse_airflow(raw: Any, src: str, tables: list[str], routed: bool = False) -
         fresh: dict[str, float] = {}
     elif isinstance(fresh_raw, Mapping):
         unknown = sorted(set(fresh_raw) - set(tables))
-        if unknown and not routed:  # routed: topic_pattern tables appear with their topics (cdc.routing)
+        if unknown and not routed:  # routed: topic_pattern tables appear with their topics (cdc.config.routing)
             raise fail(f"freshness_minutes.{unknown[0]}", f"no such table (tables: {', '.join(tables)})")
         fresh = {str(t): minutes(f"freshness_minutes.{t}", v) for t, v in fresh_raw.items()}
     else:
@@ -122,7 +122,7 @@ def _on_failure(value: Any, fail: Any) -> str | Notifier | None:
 
 def airflow_options(cfg: "PipelineConfig") -> AirflowConfig:
     """The pipeline's ``airflow:`` section, read from its YAML file (defaults for configs built in memory)."""
-    from cdc.metrics import yaml_section
+    from cdc.config.load import yaml_section
 
     return parse_airflow(yaml_section(cfg.source_path, "airflow"), cfg.source_path, [t.target for t in cfg.tables],
                          any(t.topic_pattern for t in cfg.tables))
@@ -130,7 +130,7 @@ def airflow_options(cfg: "PipelineConfig") -> AirflowConfig:
 
 def validate(cfg: "PipelineConfig") -> None:
     """Raise ``ConfigError`` when the ``airflow:`` or ``metrics:`` section is invalid."""
-    from cdc.metrics import load_metrics_config
+    from cdc.observe.metrics import load_metrics_config
 
     airflow_options(cfg)
     load_metrics_config(cfg.source_path)

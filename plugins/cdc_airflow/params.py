@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
+from cdc.common import cli_contract as cli
 from cdc_airflow.commands import MODES, RunRequest
-from cdc_airflow.contract import cli
 
 TIMESTAMP_HELP = "ISO-8601 (no zone: UTC) or epoch milliseconds, e.g. 2024-05-01T08:00:00Z or 1714550400000"
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from cdc_airflow.settings import CdcSettings, ensure_import_paths
 
 if TYPE_CHECKING:
-    from cdc.config import PipelineConfig
+    from cdc.config.model import PipelineConfig
 
 
 @dataclass(frozen=True)
@@ -28,9 +28,8 @@ def pipeline_files(directory: Path) -> list[Path]:
 def load_pipelines(settings: CdcSettings) -> list[PipelineFile]:
     """Every YAML in the pipelines folder; a broken file yields an entry with ``error`` (the others still load)."""
     ensure_import_paths(settings)
-    from cdc.config import load_config
-    from cdc.errors import CdcError
-
+    from cdc.common.errors import CdcError
+    from cdc.config.load import load_config
     from cdc_airflow.options import validate
 
     out: list[PipelineFile] = []
@@ -46,19 +45,19 @@ def load_pipelines(settings: CdcSettings) -> list[PipelineFile]:
 
 def load_pipeline(settings: CdcSettings, config_path: str) -> "PipelineConfig":
     ensure_import_paths(settings)
-    from cdc.config import load_config
+    from cdc.config.load import load_config
 
     return load_config(config_path)
 
 
 def resolve_routes(cfg: "PipelineConfig") -> "PipelineConfig":
-    """``cfg`` with its ``topic_pattern`` entries resolved against the broker's topics now (``cdc.routing``), for
+    """``cfg`` with its ``topic_pattern`` entries resolved against the broker's topics now (``cdc.config.routing``), for
     tasks at run time (never at DAG parse time). A config error (conflicting patterns) fails the task without
     retries; an unreachable broker is retried."""
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-    from cdc.errors import CdcError
-    from cdc.routing import resolve_pipeline
+    from cdc.common.errors import CdcError
+    from cdc.kafka.topics import resolve_pipeline
 
     try:
         return resolve_pipeline(cfg)

@@ -9,7 +9,7 @@
 | CDC_SPARK_MASTER      | (unset: the connection's master)          | overrides the master, e.g. local[*]              |
 | CDC_ICEBERG_JAR       | the jar in snowpark_connect_deps_iceberg  | --jars                                           |
 | CDC_POSTGRES_JDBC_JAR | /usr/share/java/postgresql.jar            | added to --jars for a jdbc catalog on PostgreSQL |
-|                       |                                           | (cdc.jars; skipped when the file is absent)      |
+|                       |                                           | (cdc.spark.jars; skipped when the file is absent)      |
 | CDC_PY_FILES          | (unset: none; required for a cluster)     | --py-files: the cdc wheel (make wheel), e.g.     |
 |                       |                                           | baked into an image                              |
 | CDC_RETRIES           | 3                                         | retries of retryable failures                    |

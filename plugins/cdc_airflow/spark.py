@@ -2,13 +2,13 @@
 
 ``CdcSparkSubmitOperator`` is a ``SparkSubmitOperator`` that, before handing over to the provider's ``execute``:
 passes the ``cdc`` wheel (``CDC_PY_FILES``) as ``--py-files``, finds the Iceberg jar, adds local-mode Spark settings and asks the job for
-its result (``$CDC_RESULT_FILE``, ``cdc.cli_contract``). Afterwards it maps the job's exit code (``ExitCode``): 2 →
+its result (``$CDC_RESULT_FILE``, ``cdc.common.cli_contract``). Afterwards it maps the job's exit code (``ExitCode``): 2 →
 ``AirflowFailException`` (no retry), 75 and others → ``CdcJobError`` (retried); it returns the job's JSON summary.
 
 The job reports through a file instead of through the provider's output handling or its subprocess, which are
 private. Without a result (spark-submit failed before the job ended, or cluster deploy mode without
 ``CDC_RESULT_DIR``: the driver and its file are elsewhere) a failure is retried. With ``CDC_RESULT_DIR`` (a path or
-URI both sides reach, e.g. under the warehouse) the job writes its result there (``cdc.results``). ``master``
+URI both sides reach, e.g. under the warehouse) the job writes its result there (``cdc.common.result_file``). ``master``
 (``CDC_SPARK_MASTER``) overrides the connection's master by handing the hook an environment connection
 (``AIRFLOW_CONN_<ID>``): the base connection with another host.
 """
@@ -30,8 +30,8 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 
+from cdc.common import cli_contract as cli
 from cdc_airflow.commands import spark_conf, spark_env
-from cdc_airflow.contract import cli
 from cdc_airflow.settings import ICEBERG_JAR_NAME, load_settings
 
 DEFAULT_MASTER = "yarn"  # what SparkSubmitHook uses when the connection does not exist
@@ -70,8 +70,8 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
         self.conf = {**spark_conf(master, self.pipeline_spark_conf, sys.executable), **(self.conf or {})}
         if master.startswith("local"):
             self.env_vars = {**spark_env(sys.executable, os.environ.get("PATH")), **(self.env_vars or {})}
-            if not self.driver_class_path:  # after every setting, so that the jar stays on the classpath: cdc.localfs
-                from cdc import localfs
+            if not self.driver_class_path:  # after every setting, so that the jar stays on the classpath: cdc.spark.localfs
+                from cdc.spark import localfs
 
                 self.conf = localfs.with_local_fs(self.conf, localfs.jar(), localfs.spark_defaults())
         shared = shared_result_location(context)  # CDC_RESULT_DIR: a place a driver in cluster deploy mode reaches
@@ -110,15 +110,15 @@ PARTIAL_SUMMARY_KEY = "cdc_partial_summary"
 
 
 def push_partial(context: Any, result: cli.JobResult | None) -> None:
-    """A group of tables that failed in part (``cdc.group``): its per-table summary (committed and failed tables)
+    """A group of tables that failed in part (``cdc.run.group``): its per-table summary (committed and failed tables)
     as XCom ``cdc_partial_summary``, for ``publish`` and people, before the task fails."""
     if result is not None and result.summary and cli.outcome(result.exit_code) != "ok":
         context["ti"].xcom_push(key=PARTIAL_SUMMARY_KEY, value=result.summary)
 
 
 def shared_result_location(context: Any) -> str | None:
-    """``$CDC_RESULT_DIR/<dag>/<run>/<task>__<map index>__try<n>.json`` (``cdc.results``), or None when unset."""
-    from cdc import results
+    """``$CDC_RESULT_DIR/<dag>/<run>/<task>__<map index>__try<n>.json`` (``cdc.common.result_file``), or None when unset."""
+    from cdc.common import result_file as results
 
     base = os.environ.get(results.RESULT_DIR_ENV)
     if not base:
@@ -227,10 +227,10 @@ def submit_kwargs(settings: Any, cfg: Any, name: str) -> dict[str, Any]:
 
 def job_jars(iceberg_jar: str | None, cfg: Any, driver: str | None = "", runtime: str | None = "") -> str | None:
     """``--jars``: ``CDC_ICEBERG_JAR`` (or, when unset, the operator finds the runtime jar), plus the local JDBC
-    drivers the pipeline needs (``cdc.jars.for_config``: PostgreSQL for a ``jdbc`` catalog or a PostgreSQL bootstrap,
+    drivers the pipeline needs (``cdc.spark.jars.for_config``: PostgreSQL for a ``jdbc`` catalog or a PostgreSQL bootstrap,
     MariaDB Connector/J for a MySQL/MariaDB bootstrap) that neither ``CDC_ICEBERG_JAR`` nor the YAML's
     ``spark.jars.packages`` brings. ``driver``/``runtime``: "" = look here."""
-    from cdc import jars
+    from cdc.spark import jars
 
     needed = jars.for_config(cfg)
     packages = cfg.spark.get("spark.jars.packages", "")

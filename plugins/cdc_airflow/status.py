@@ -11,9 +11,9 @@ from typing import Any, Mapping
 
 from jinja2 import Environment
 
+from cdc.config.names import dead_letters_identifier, ledger_identifier
 from cdc_airflow.lag import WatermarksFn, table_lags
-from cdc_airflow.ledger import (Row, batches, dead_letters_identifier, ledger_identifier, newest_source_ts_ms,
-                                read_rows, snapshot_id)
+from cdc_airflow.ledger import Row, batches, newest_source_ts_ms, read_rows, snapshot_id
 from cdc_airflow.pipelines import load_pipelines
 from cdc_airflow.settings import CdcSettings
 
@@ -25,7 +25,7 @@ def _watermarks_fast(kafka_conf: Mapping[str, Any], topic: str) -> Mapping[int, 
 
 
 def _error(exc: BaseException) -> str:
-    from cdc.errors import one_line
+    from cdc.common.errors import one_line
 
     return one_line(exc, 300)
 
@@ -38,10 +38,10 @@ def _newest_ts(cfg: Any, target: str) -> int | None:
 
 
 def _resolved(cfg: Any) -> tuple[Any, str | None]:
-    """The pipeline with its ``topic_pattern`` tables (cdc.routing), or its explicit tables and the reason."""
+    """The pipeline with its ``topic_pattern`` tables (cdc.config.routing), or its explicit tables and the reason."""
     from dataclasses import replace
 
-    from cdc.routing import resolve_pipeline
+    from cdc.kafka.topics import resolve_pipeline
 
     try:
         return resolve_pipeline(cfg, timeout=3), None

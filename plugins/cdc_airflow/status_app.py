@@ -15,8 +15,13 @@ from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
 from cdc_airflow.settings import load_settings
-from cdc_airflow.status import (TTLCache, collect_dead_letters, collect_status, render_dead_letters_html,
-                                render_status_html)
+from cdc_airflow.status import (
+    TTLCache,
+    collect_dead_letters,
+    collect_status,
+    render_dead_letters_html,
+    render_status_html,
+)
 
 URL_PREFIX = "/cdc-status"
 

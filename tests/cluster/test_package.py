@@ -32,7 +32,7 @@ def test_wheel_installs_library_and_entry_points(cdc_wheel: Path, tmp_path: Path
         proc = run(str(py.parent / script), "--config", str(bad))
         assert proc.returncode == 2, (script, proc.stdout, proc.stderr)  # ConfigError: a person must act
         assert "missing.yaml" in proc.stderr
-    jars = run(str(py), "-m", "cdc.jars")
+    jars = run(str(py), "-m", "cdc.spark.jars")
     assert jars.stdout.strip().split(",") == [
         "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2", "org.apache.iceberg:iceberg-aws-bundle:1.10.2",
         "org.postgresql:postgresql:42.7.4", "org.mariadb.jdbc:mariadb-java-client:2.7.6"]

@@ -34,7 +34,7 @@ def pipeline(name: str, bootstrap: str, topic: str, warehouse: Path, ns: str,
             "catalog": {"name": "lake", "type": "hadoop", "warehouse": str(warehouse)},
             "metadata_namespace": f"{ns}_meta", "spark": spark or {},
             # read in executor tasks even though the batch is small: the point is that executors import cdc
-            # from the wheel (cdc.kafka.driver_read would read it in the driver)
+            # from the wheel (cdc.stage.driver_read would read it in the driver)
             "batch": {"read_timeout_seconds": 30, "driver_read_max_records": 0},
             "tables": [{"topic": topic, "target": f"{ns}.customers", "primary_key": ["id"]}]}
 
@@ -67,7 +67,7 @@ def assert_ran_on_the_cluster(event_log: Path, master_url: str) -> None:
     cluster_executors = {e for e in app["task_executors"] if e != "driver"}
     assert cluster_executors, app  # the reader tasks ran in executors the workers launched
     assert {app["executor_hosts"][e] for e in cluster_executors} == {"127.0.0.1"}
-    # the executors' reader tasks counted the batch (cdc.stage.TaskCounts): no query of the staged rows counted it
+    # the executors' reader tasks counted the batch (cdc.stage.stats.TaskCounts): no query of the staged rows counted it
     assert not [d for d in app["executions"] if "cdc/stage.py" in d], app["executions"]
     assert any("overwritePartitions" in d for d in app["executions"]), app["executions"]  # (the log has them)
 
@@ -75,8 +75,8 @@ def assert_ran_on_the_cluster(event_log: Path, master_url: str) -> None:
 @pytest.fixture(scope="module")
 def source(broker: Any, spark: Any, warehouse: Path) -> Iterator[dict[str, Any]]:
     """Snapshot + live changes on one 2-partition topic, ingested once in local mode (the reference)."""
-    from cdc.config import parse_config
-    from cdc.run import run_batch
+    from cdc.config.load import parse_config
+    from cdc.run.batch import run_batch
     from devtools.broker import create_topic
     from devtools.debezium import ChangeEventGenerator, GeneratorConfig, JsonSerializer, produce
 
@@ -98,7 +98,7 @@ def source(broker: Any, spark: Any, warehouse: Path) -> Iterator[dict[str, Any]]
 def test_spark_submit_to_standalone_cluster_with_the_wheel(
         source: dict[str, Any], spark: Any, warehouse: Path, spark_cluster: standalone.Cluster, cdc_wheel: Path,
         executor_python: str, tmp_path: Path) -> None:
-    from cdc.jars import bundled_jar
+    from cdc.spark.jars import bundled_jar
 
     ns = unique("submit")
     config = tmp_path / "p.yaml"

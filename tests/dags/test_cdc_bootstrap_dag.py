@@ -36,7 +36,7 @@ def test_bootstrap_dag_only_for_pipelines_with_bootstrap_tables(tmp_path: Path) 
 
 
 def test_bootstrap_dag_shape_and_arguments(tmp_path: Path) -> None:
-    from cdc.config import load_config
+    from cdc.config.load import load_config
     from cdc_airflow.bootstrap_dag import bootstrap_args, build_bootstrap_dag
     from cdc_airflow.settings import load_settings
 
@@ -71,9 +71,10 @@ def test_bootstrap_dag_loads_the_source_then_the_ingest_dag_continues_from_kafka
     the topic from offset 0: the changes before the bootstrap are skipped, the later ones applied."""
     from structlog.testing import capture_logs
 
+    from cdc.config.names import ledger_identifier
     from cdc_airflow.bootstrap_dag import build_bootstrap_dag
     from cdc_airflow.ingest_dag import build_ingest_dag
-    from cdc_airflow.ledger import ledger_identifier, load_table, read_rows
+    from cdc_airflow.ledger import load_table, read_rows
     from cdc_airflow.pipelines import load_pipelines
     from cdc_airflow.settings import load_settings
     from tests.conftest import unique

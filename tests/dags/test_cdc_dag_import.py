@@ -93,6 +93,7 @@ def test_ingest_schedule_runs_have_real_data_intervals(schedule: str, length: in
     import pendulum
     from airflow.serialization.encoders import coerce_to_core_timetable
     from airflow.timetables.base import TimeRestriction
+
     from cdc_airflow.ingest_dag import ingest_timetable
     from cdc_airflow.params import backfill_interval_params
 

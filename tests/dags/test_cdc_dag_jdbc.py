@@ -51,8 +51,9 @@ tables:
     monkeypatch.setenv("CDC_TEST_DAG_PG_PASSWORD", PASSWORD)
     from structlog.testing import capture_logs
 
+    from cdc.config.names import ledger_identifier
     from cdc_airflow.ingest_dag import build_ingest_dag
-    from cdc_airflow.ledger import ledger_identifier, load_table, read_rows
+    from cdc_airflow.ledger import load_table, read_rows
     from cdc_airflow.pipelines import load_pipelines
     from cdc_airflow.settings import load_settings
 

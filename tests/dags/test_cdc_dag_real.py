@@ -116,7 +116,8 @@ def table_rows(cfg: Any, target: str, columns: list[str]) -> dict[Any, dict[str,
 
 
 def ledger(cfg: Any) -> list[dict[str, Any]]:
-    from cdc_airflow.ledger import ledger_identifier, read_rows
+    from cdc.config.names import ledger_identifier
+    from cdc_airflow.ledger import read_rows
 
     return read_rows(cfg.catalog, ledger_identifier(cfg.metadata_namespace), pipeline=cfg.pipeline)
 

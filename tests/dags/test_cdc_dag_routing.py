@@ -131,8 +131,7 @@ tables:
     assert all(seconds < 1.0 for seconds in result["files"].values()), result["files"]
     assert result["heavy"] == []
 
-    from cdc.config import load_config
-
+    from cdc.config.load import load_config
     from cdc_airflow.maintenance_dag import build_maintenance_dag
     from cdc_airflow.settings import load_settings
 

@@ -138,8 +138,8 @@ def test_failures_call_the_configured_callback_terminal_vs_retries_exhausted(
 def test_timeouts_and_callbacks_are_wired(env: dict[str, Any]) -> None:
     from datetime import timedelta
 
-    from cdc_airflow.maintenance_dag import build_maintenance_dag
     from cdc_airflow.ingest_dag import build_ingest_dag
+    from cdc_airflow.maintenance_dag import build_maintenance_dag
     from cdc_airflow.pipelines import load_pipelines
     from cdc_airflow.settings import load_settings
 

@@ -1,4 +1,4 @@
-"""jobs/maintenance.py against a recording fake SparkSession (the real Spark run waits for cdc.session)."""
+"""jobs/maintenance.py against a recording fake SparkSession (the real Spark run waits for cdc.spark.session)."""
 
 from __future__ import annotations
 
@@ -40,14 +40,14 @@ class FakeSpark:
 
 @pytest.fixture(autouse=True)
 def no_table_properties(monkeypatch) -> None:
-    """The fake has no JVM: table properties (``cdc.tables.table_property``, read through Py4J) are all unset."""
-    import cdc.tables
+    """The fake has no JVM: table properties (``cdc.iceberg.tables.table_property``, read through Py4J) are all unset."""
+    import cdc.iceberg.tables
 
-    monkeypatch.setattr(cdc.tables, "table_property", lambda spark, name, key: None)
+    monkeypatch.setattr(cdc.iceberg.tables, "table_property", lambda spark, name, key: None)
 
 
 def _run(existing: set[str], fail: str | None = None) -> tuple[FakeSpark, Any]:
-    from cdc.config import load_config
+    from cdc.config.load import load_config
 
     cfg = load_config(REPO / "pipelines" / "demo.yaml")
     args = maintenance.parse_args(["--config", "x", "--tombstone-retention-hours", "24"])

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from devtools.debezium import ChangeEventGenerator, GeneratorConfig, TOAST_PLACEHOLDER, redeliver
+from devtools.debezium import TOAST_PLACEHOLDER, ChangeEventGenerator, GeneratorConfig, redeliver
 from tests.integration.mode_oracle import _norm, expected_changelog, expected_history
 
 

@@ -109,7 +109,7 @@ def test_kafka_keeps_its_log_on_the_volume(services):
 
 
 def test_rest_catalog_is_the_maintained_image_with_a_persistent_jdbc_backend(services):
-    from cdc.jars import ICEBERG_VERSION
+    from cdc.spark.jars import ICEBERG_VERSION
 
     rest = services["iceberg-rest"]
     image, tag = rest["image"].split(":")
@@ -139,13 +139,13 @@ def test_debezium_connect_3_registered_with_create_or_update(services):
 
 
 def test_image_java_home_is_architecture_neutral_and_has_the_aws_bundle():
-    from cdc.jars import ALL, ICEBERG_AWS_BUNDLE, maven_url
+    from cdc.spark.jars import ALL, ICEBERG_AWS_BUNDLE, maven_url
 
     text = (DOCKER / "Dockerfile").read_text()
     homes = re.findall(r"JAVA_HOME=(\S+)", text)
     assert homes and not any(a in h for h in homes for a in ("amd64", "arm64", "aarch64", "x86_64"))
-    assert "python -m cdc.jars --urls" in text and ICEBERG_AWS_BUNDLE in ALL
-    out = subprocess.run([sys.executable, "-m", "cdc.jars", "--urls"], capture_output=True, text=True, check=True,
+    assert "python -m cdc.spark.jars --urls" in text and ICEBERG_AWS_BUNDLE in ALL
+    out = subprocess.run([sys.executable, "-m", "cdc.spark.jars", "--urls"], capture_output=True, text=True, check=True,
                          timeout=60).stdout.split()
     assert maven_url(ICEBERG_AWS_BUNDLE) in out
     assert re.search(r"pip install [^\n]*-r /opt/cdc/requirements\.txt", text)
@@ -163,7 +163,7 @@ def test_two_applications_share_the_worker(services):
 
 
 def test_the_stack_pipeline_lives_with_docker_validates_and_becomes_its_dags(services):
-    from cdc.config import load_config
+    from cdc.config.load import load_config
 
     cfg = load_config(PIPELINE, env={})  # ${VAR:-default}: the compose hostnames
     assert cfg.pipeline == "docker_inventory" and cfg.catalog.type == "rest"

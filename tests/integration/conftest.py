@@ -30,7 +30,7 @@ class Pipe:
         events.produce(self.broker.bootstrap, self.topic, records, partition)
 
     def run(self, **kw) -> dict[str, Any]:
-        from cdc.run import run_batch
+        from cdc.run.batch import run_batch
 
         return run_batch(self.spark, self.cfg, list(self.cfg.tables), **kw)["tables"][0]
 
@@ -55,7 +55,7 @@ def registry():
 
 @pytest.fixture
 def make_pipe(spark, broker, warehouse):
-    from cdc.config import parse_config
+    from cdc.config.load import parse_config
 
     def make(partitions: int = 1, fmt: str = "json", schema_registry: dict[str, Any] | None = None,
              topic_config: dict[str, str] | None = None, batch: dict[str, Any] | None = None, **table: Any) -> Pipe:

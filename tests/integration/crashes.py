@@ -34,22 +34,22 @@ class Crash(BaseException):  # not Exception: must pass through the phase() wrap
 def raise_at(point: str, fn: Callable[[], Any]) -> bool:
     """Run ``fn`` with an exception raised at crash point ``point``; True if it got there. Afterwards the batch's
     owner counts as dead (as after a real kill), so the next run takes it over."""
-    import cdc.apply
-    import cdc.run
+    import cdc.merge.apply
+    import cdc.run.batch.batch
 
     def checkpoint(p: str) -> None:
         if p == point:
             raise Crash(p)
 
-    saved = cdc.run.checkpoint, cdc.apply.checkpoint
-    cdc.run.checkpoint = cdc.apply.checkpoint = checkpoint
+    saved = cdc.run.batch.checkpoint, cdc.merge.apply.checkpoint
+    cdc.run.batch.checkpoint = cdc.merge.apply.checkpoint = checkpoint
     try:
         fn()
         return False
     except Crash:
         return True
     finally:
-        cdc.run.checkpoint, cdc.apply.checkpoint = saved
+        cdc.run.batch.checkpoint, cdc.merge.apply.checkpoint = saved
         _owner_dead_once()
 
 
@@ -57,20 +57,20 @@ def _owner_dead_once() -> None:
     """Make the next run see pending batches of this (living) process as abandoned: rewrite ``owner``."""
     import os
 
-    import cdc.run
-    from cdc.lease import owner_host
+    import cdc.run.batch.batch
+    from cdc.ledger.lease import owner_host
 
-    original = getattr(cdc.run.owner_alive, "original", cdc.run.owner_alive)
+    original = getattr(cdc.run.batch.owner_alive, "original", cdc.run.batch.owner_alive)
     mine = f"{owner_host()}:{os.getpid()}:"
 
     def dead(owner: str, claimed_at: Any, lease: float) -> bool:
         if not owner.startswith(mine):  # another process's claim (e.g. a later test's "other host"): judged as usual
             return original(owner, claimed_at, lease)
-        cdc.run.owner_alive = original
+        cdc.run.batch.owner_alive = original
         return False
 
     dead.original = original  # type: ignore[attr-defined]
-    cdc.run.owner_alive = dead
+    cdc.run.batch.owner_alive = dead
 
 
 @contextlib.contextmanager

@@ -48,11 +48,9 @@ import yaml
 from devtools.debezium import AvroSerializer, ChangeEventGenerator, JsonSerializer, produce
 from tests.conftest import unique
 from tests.integration.cli import run_cli
-from tests.integration.crashes import (Refused, _maintenance, _owner_dead_once, local_zone,  # noqa: F401 (re-exported)
-                                      raise_at)
+from tests.integration.crashes import Refused, _maintenance, _owner_dead_once, local_zone, raise_at  # noqa: F401 (re-exported)
 from tests.integration.oracle_check import check_ledger, compare
-from tests.integration.oracle_streams import (TableSpec, build_stream, draw_classes,  # noqa: F401 (re-exported)
-                                             draw_server_failover)
+from tests.integration.oracle_streams import TableSpec, build_stream, draw_classes, draw_server_failover  # noqa: F401 (re-exported)
 
 CRASH_POINTS = ("after_claim", "after_stage", "after_staged", "after_truncate", "after_merge", "before_commit",
                 "after_commit")
@@ -146,11 +144,11 @@ class Outcome:
                 f"runs={self.runs} {self.seconds:.0f}s")
 
 
-# How a batch meets the target (cdc.merge.relation, cdc.merge.near, cdc.bloom): chosen by the seed, so that existing
+# How a batch meets the target (cdc.merge.sql.relation, cdc.merge.sql.near, cdc.merge.bloom): chosen by the seed, so that existing
 # seeds keep their scenarios: joined whole (the default for small targets: small batches in one Spark task, every
 # other "whole" seed with the target broadcast instead) / cut to the batch's keys / in addition a bloom filter of the
 # batch's keys on the MERGE's target scan (both are the default for targets of 1M rows and more). The first ones
-# write a batch the driver read by row deltas (cdc.target_write, the default), the last by MERGE statements.
+# write a batch the driver read by row deltas (cdc.merge.target_write, the default), the last by MERGE statements.
 MERGE_PATHS = {"whole": {}, "broadcast": {"one_task_max_target_rows": 0}, "key-filter": {"key_filter_min_target_rows": 0},
                "bloom": {"key_filter_min_target_rows": 0, "bloom_filter_min_target_rows": 1, "row_deltas": False}}
 
@@ -211,10 +209,9 @@ class Harness:
     # ------------------------------------------------------------------ running
 
     def run_inprocess(self, raw: dict[str, Any], max_records: int) -> list[dict[str, Any]]:
-        from cdc.config import parse_config
-        from cdc.run import run_batch
-
-        from cdc.errors import TerminalError
+        from cdc.common.errors import TerminalError
+        from cdc.config.load import parse_config
+        from cdc.run.batch.batch import run_batch
 
         cfg = parse_config(raw).with_batch(max_records_per_partition=max_records)
         try:
@@ -310,8 +307,8 @@ class Harness:
                 entry["ordering_epoch"] = entry.get("ordering_epoch", 0) + 1
                 return "epoch"
             if "beyond the partition's high watermark" in message:  # --reset-cursor, then read on
-                from cdc.config import parse_config
-                from cdc.run import run_batch
+                from cdc.config.load import parse_config
+                from cdc.run.batch.batch import run_batch
 
                 cfg = parse_config(raw)
                 run_batch(self.spark, cfg, [t for t in cfg.tables if t.target == s.target], mode="reset")
@@ -336,16 +333,16 @@ class Harness:
         """Run A stalls at ``point`` (a long GC pause); meanwhile its claim counts as expired, run B takes the batch
         over and commits it, and a newer batch commits too. Then A goes on with what it had read: it must not
         regress a row, and it fails when it finds its claim gone (an error, not a mismatch)."""
-        import cdc.apply
-        import cdc.run
-        from cdc.errors import CdcError
+        import cdc.merge.apply
+        import cdc.run.batch.batch
+        from cdc.common.errors import CdcError
 
-        saved = cdc.run.checkpoint, cdc.apply.checkpoint
+        saved = cdc.run.batch.checkpoint, cdc.merge.apply.checkpoint
 
         def stall(p: str) -> None:
             if p != point:
                 return
-            cdc.run.checkpoint, cdc.apply.checkpoint = saved  # B and the next run go through normally
+            cdc.run.batch.checkpoint, cdc.merge.apply.checkpoint = saved  # B and the next run go through normally
             _owner_dead_once()
             for _ in range(2):
                 try:
@@ -353,13 +350,13 @@ class Harness:
                 except Refused:
                     return  # e.g. a failover B must first be told about: A goes on against what B left
 
-        cdc.run.checkpoint = cdc.apply.checkpoint = stall
+        cdc.run.batch.checkpoint = cdc.merge.apply.checkpoint = stall
         try:
             self.run_inprocess(raw, size)
         except CdcError:  # (a Refused is no CdcError: it reaches the caller, which takes the way on)
             pass  # A lost its claim
         finally:
-            cdc.run.checkpoint, cdc.apply.checkpoint = saved
+            cdc.run.batch.checkpoint, cdc.merge.apply.checkpoint = saved
             self.refresh(raw)
 
     def gc_tombstones(self, raw: dict[str, Any]) -> None:
@@ -367,7 +364,7 @@ class Harness:
         import argparse
         from datetime import datetime, timedelta, timezone
 
-        from cdc.config import parse_config
+        from cdc.config.load import parse_config
 
         cfg = parse_config(raw)
         args = argparse.Namespace(config="-", table=[], staging_retention_hours=1e6, tombstone_retention_hours=0,

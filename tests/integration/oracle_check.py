@@ -6,6 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+
 def _read(spark: Any, table: str) -> tuple[list[dict[str, Any]], set[str]]:
     df = spark.table(table)
     sel = []

@@ -24,8 +24,15 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from devtools.debezium import (ChangeEventGenerator, Column, GeneratorConfig, compact_deletes, move_later, redeliver,
-                               replay)
+from devtools.debezium import (
+    ChangeEventGenerator,
+    Column,
+    GeneratorConfig,
+    compact_deletes,
+    move_later,
+    redeliver,
+    replay,
+)
 
 ADDED = "added"  # the name of the column a schema change adds
 ADD_KINDS = ("string", "int32", "decimal", "timestamp")

@@ -67,7 +67,7 @@ def target(raw: dict[str, Any]) -> str:
 
 def fresh(spark: Any, name: str) -> str:
     """``name`` after dropping this session's cached Iceberg metadata of it: the job may have written it from other
-    sessions (a group's tables run in sessions of their own, ``cdc.group.table_session``) or processes."""
+    sessions (a group's tables run in sessions of their own, ``cdc.run.group.table_session``) or processes."""
     try:
         spark.catalog.refreshTable(name)
     except Exception:  # not created: the read reports it

@@ -1,10 +1,10 @@
-"""``cdc.apply`` helpers on real Spark."""
+"""``cdc.merge.apply`` helpers on real Spark."""
 
 from __future__ import annotations
 
 import pytest
 
-from cdc.apply import read_actions
+from cdc.merge.apply import read_actions
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +22,7 @@ def test_action_counts_of_a_few_rows_equal_the_aggregation(spark):
 
 def test_the_same_collect_gives_the_changes_located_columns(spark):
     """With ``located`` columns, the rows other than ``skip`` come back with those columns (and only they): what
-    ``cdc.tombstone_write`` and ``cdc.target_write`` write, without a second Spark job."""
+    ``cdc.merge.tombstone_write`` and ``cdc.merge.target_write`` write, without a second Spark job."""
     rows = [(1, "insert", "f1", 0), (2, "delete", "f1", 1), (3, "tombstone", None, None), (4, "skip", "f2", 7)]
     df = spark.createDataFrame(rows, "id INT, __action STRING, __tombstone_file STRING, __tombstone_pos BIGINT")
     counts, changed = read_actions(df.localCheckpoint(), True, ("id", "__tombstone_file", "__tombstone_pos"))

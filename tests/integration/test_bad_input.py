@@ -43,7 +43,6 @@ def test_bad_avro_records_become_dead_letters(spark, broker, warehouse, tmp_path
     raw = pipeline(broker, warehouse, "avro", registry, max_dead_letter_ratio=0.6)
     recs = avro_records(registry, raw)
     key, value = recs[0]
-    sid = struct.unpack(">I", value[1:5])[0]
     bad = [
         (key, value[:5] + b"\xff\xfe\xfd\x01garbage"),  # corrupt Avro body
         (key, b"\x07" + value[1:]),  # wrong magic byte

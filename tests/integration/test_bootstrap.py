@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cdc.bootstrap_types import lsn_to_int
+from cdc.bootstrap.postgres_types import lsn_to_int
 from tests.conftest import unique
 from tests.integration import events
 from tests.integration.bootstrap_history import history_before_bootstrap
@@ -201,8 +201,8 @@ def test_bootstrap_then_kafka_from_offset_zero_loses_and_regresses_nothing(setup
     after += src.tx(("d", 4))
     produce(broker, topic, after)
 
-    from cdc.config import load_config
-    from cdc.run import run_batch
+    from cdc.config.load import load_config
+    from cdc.run.batch import run_batch
 
     cfg = load_config(config).with_batch(max_records_per_partition=5)
     for _ in range(20):  # small batches from offset 0: never older than the bootstrap, never a dead key
@@ -312,7 +312,7 @@ def test_every_mapped_type_gets_the_debezium_paths_column(setup, postgres, spark
     are the Debezium path's representations."""
     import pyarrow as pa
 
-    from cdc.tables import spark_type
+    from cdc.iceberg.tables import spark_type
     from tests.unit.cdc.test_bootstrap import DEBEZIUM, debezium_columns
 
     db, topic, target, config, src = setup

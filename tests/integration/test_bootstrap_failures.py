@@ -13,7 +13,7 @@ import time
 import pytest
 import yaml
 
-from cdc.errors import ConcurrentRunError, ConfigError, RetryableError
+from cdc.common.errors import ConcurrentRunError, ConfigError, RetryableError
 from tests.integration.cli import finish
 from tests.integration.test_bootstrap import setup, slot, start_bootstrap  # noqa: F401  (fixtures)
 
@@ -53,8 +53,8 @@ def test_cli_an_unreachable_source_is_retried_a_refused_login_is_not_both_before
 
 def test_the_connector_slot_not_caught_up_in_time_is_retried_an_unknown_slot_is_a_config_error(setup, slot,
                                                                                                postgres):
-    from cdc.bootstrap_source import PostgresSnapshot
-    from cdc.config import load_config
+    from cdc.bootstrap.postgres import PostgresSnapshot
+    from cdc.config.load import load_config
 
     db, topic, target, config, src = setup
     src.tx(("c", 1, "n1", "b1"))  # WAL beyond what the slot (created before) has confirmed
@@ -75,10 +75,12 @@ def test_the_connector_slot_not_caught_up_in_time_is_retried_an_unknown_slot_is_
 
 
 def test_a_pending_ingest_batch_of_the_table_is_retried_before_the_source_is_read(setup, spark):
-    from cdc.bootstrap import run_bootstrap
-    from cdc.config import load_config
-    from cdc.ledger import Ledger, LedgerRange
-    from cdc.tables import ensure_meta_tables, names
+    from cdc.bootstrap.job import run_bootstrap
+    from cdc.config.load import load_config
+    from cdc.config.names import names
+    from cdc.ledger.ledger import Ledger
+    from cdc.ledger.state import LedgerRange
+    from cdc.ledger.tables import ensure_meta_tables
 
     db, topic, target, config, src = setup
     cfg = load_config(config)

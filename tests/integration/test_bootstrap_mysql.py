@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cdc.ordering import binlog_file_seq
+from cdc.positions.ordering import binlog_file_seq
 from devtools.mariadb import PASSWORD, USER
 from tests.conftest import unique
 from tests.integration import events
@@ -156,8 +156,8 @@ def test_bootstrap_then_kafka_from_offset_zero_loses_and_regresses_nothing(setup
     after += src.tx(("d", 4))
     produce(broker, topic, during + after)
 
-    from cdc.config import load_config
-    from cdc.run import run_batch
+    from cdc.config.load import load_config
+    from cdc.run.batch import run_batch
 
     cfg = load_config(config).with_batch(max_records_per_partition=5)
     for _ in range(20):  # small batches from offset 0: never older than the bootstrap, never a dead key
@@ -240,7 +240,7 @@ def test_every_mapped_type_gets_the_debezium_paths_column(setup, mariadb, spark)
     """Column by column: the bootstrapped table's schema is the one the Debezium MySQL path creates from the same
     columns' events (tests.unit.cdc.test_bootstrap_mysql.DEBEZIUM, decoded by the job's JSON decoder), and the
     values are the Debezium path's representations."""
-    from cdc.tables import spark_type
+    from cdc.iceberg.tables import spark_type
     from tests.unit.cdc.test_bootstrap_mysql import DEBEZIUM, debezium_columns
 
     database, topic, target, config, src = setup

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from tests.integration import events
-from tests.integration.events import pg
 from tests.integration.cli import REPO, finish, start_job, summary_of
+from tests.integration.events import pg
 from tests.integration.reliability import cli, ledger_rows, pipeline, table_rows, topic, write
 
 pytestmark = pytest.mark.integration
@@ -68,8 +68,9 @@ def test_two_claims_of_one_batch_that_see_each_other_still_leave_one_winner(make
 
     Two sessions in one process stand for the two processes (each has its own catalog cache); the interleaving is
     forced by running A's claim write inside B's read-back, the one point between B's write and B's check."""
-    from cdc.errors import ConcurrentRunError
-    from cdc.ledger import Ledger, LedgerRange
+    from cdc.common.errors import ConcurrentRunError
+    from cdc.ledger.ledger import Ledger
+    from cdc.ledger.state import LedgerRange
 
     p = make_pipe()
     p.send(pg("c", 1, {"id": 1, "name": "a", "bio": None}, 10))
@@ -162,7 +163,6 @@ def test_secrets_never_appear_in_output(spark, broker, warehouse, tmp_path):
     """Registry basic-auth and Kafka SASL passwords come from ${ENV}; failures (401, broker down) never print them."""
     from devtools.broker import free_port
     from devtools.registry import LocalSchemaRegistry
-
     from tests.integration.test_bad_input import avro_records
 
     with LocalSchemaRegistry(username="cdc", password="the-right-one") as registry:
@@ -190,7 +190,7 @@ def test_secrets_never_appear_in_output(spark, broker, warehouse, tmp_path):
 
 
 def test_redacted_config_and_repo_hold_no_secret():
-    from cdc.config import parse_config
+    from cdc.config.load import parse_config
 
     cfg = parse_config({
         "pipeline": "p", "format": "avro",

@@ -88,7 +88,7 @@ def test_flattened_avro_orders_by_the_added_lsn_across_batches(make_pipe, regist
     assert p.run()["dead_letters"] == 0
     assert p.rows() == {1: ("a2", None)}
     assert p.rows("__lsn", "__op") == {1: (130, "u")}
-    from cdc.layout import is_meta
+    from cdc.schema.columns import is_meta
 
     # the SMT's added fields are not columns
     assert [c for c in p.spark.table(p.target).columns if not is_meta(c)] == ["id", "name", "born", "amount", "bio"]

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 # ---- scenario 11: a cursor beyond the high watermark ----------------------------------------------------------------
 
 def test_scenario_11_cursor_beyond_the_high_watermark_is_a_terminal_error(make_pipe):
-    from cdc.errors import TerminalError
+    from cdc.common.errors import TerminalError
 
     p = make_pipe()
     p.send(*[pg("c", i, row(i, f"n{i}"), 10 + i) for i in range(5)])
@@ -43,7 +43,7 @@ def test_scenario_11_cursor_beyond_the_high_watermark_is_a_terminal_error(make_p
 def test_scenario_05_a_failover_is_refused_until_the_ordering_epoch_is_raised(make_pipe):
     from dataclasses import replace
 
-    from cdc.errors import PositionRegression
+    from cdc.common.errors import PositionRegression
 
     p = make_pipe()
     p.send(mysql("c", 1, row(1, "a"), "mysql-bin.000012", 900), mysql("c", 2, row(2, "b"), "mysql-bin.000012", 950))
@@ -69,7 +69,7 @@ def test_scenario_05_a_failover_inside_a_batch_is_refused_and_the_epoch_starts_w
     what was committed, so comparing only the batch's newest position let the post-failover changes lose silently."""
     from dataclasses import replace
 
-    from cdc.errors import PositionRegression
+    from cdc.common.errors import PositionRegression
 
     f12, f1 = "mysql-bin.000012", "mysql-bin.000001"
     p = make_pipe(partitions=2)
@@ -106,7 +106,7 @@ def test_scenario_05_a_failover_to_another_server_slightly_behind_is_refused_unt
     same batch (same file, lower position)."""
     from dataclasses import replace
 
-    from cdc.errors import PositionRegression
+    from cdc.common.errors import PositionRegression
 
     f11, f12 = "mysql-bin.000011", "mysql-bin.000012"
     p = make_pipe(partitions=2)
@@ -139,7 +139,7 @@ def test_scenario_05_a_partition_without_committed_changes_keeps_its_pre_failove
     partition): its changes keep the old epoch until one falls far below that."""
     from dataclasses import replace
 
-    from cdc.errors import PositionRegression
+    from cdc.common.errors import PositionRegression
 
     before, after = 8_590_000_000, 30_000_000  # LSNs: the old cluster's, a new cluster's (near zero)
     p = make_pipe(partitions=2)
@@ -166,7 +166,7 @@ def test_scenario_05_a_failover_in_a_tables_first_batch_starts_the_epoch_by_each
     partition 2 must start it at once (its row came after the truncate: it stays)."""
     from dataclasses import replace
 
-    from cdc.errors import PositionRegression
+    from cdc.common.errors import PositionRegression
 
     before, after = 8_590_000_000, 30_000_000
     p = make_pipe(partitions=3)
@@ -191,7 +191,7 @@ def test_scenario_05_a_failover_that_shows_first_in_a_partition_without_committe
     Judged against the table it is a far fall: refused, and once the epoch is raised it empties the table."""
     from dataclasses import replace
 
-    from cdc.errors import PositionRegression
+    from cdc.common.errors import PositionRegression
 
     p = make_pipe(partitions=2)
     p.send(pg("c", 1, row(1, "a"), 8_590_000_000), pg("c", 2, row(2, "b"), 8_590_000_010))
@@ -239,7 +239,7 @@ def test_scenario_05_tombstone_gc_after_the_ordering_epoch_was_raised(make_pipe)
     (``TypeError: int() argument must be ... not 'NoneType'``)."""
     from dataclasses import replace
 
-    from cdc.errors import PositionRegression
+    from cdc.common.errors import PositionRegression
 
     f11, f12 = "mysql-bin.000011", "mysql-bin.000012"
     p = make_pipe(partitions=2)
@@ -265,7 +265,7 @@ def test_scenario_05_an_older_redelivery_does_not_win_over_a_row_stored_before_t
     epoch column existed, holds NULL there, which counted as -infinity, so the older change replaced the newer row."""
     from dataclasses import replace
 
-    from cdc.errors import PositionRegression
+    from cdc.common.errors import PositionRegression
 
     f11, f12 = "mysql-bin.000011", "mysql-bin.000012"
     p = make_pipe()
@@ -286,7 +286,7 @@ def test_scenario_05_on_a_compacted_topic_a_tombstone_deletes_a_row_stored_befor
     delete it stands for takes the stored row's position, whose epoch is NULL, and so never won: the key stayed."""
     from dataclasses import replace
 
-    from cdc.errors import PositionRegression
+    from cdc.common.errors import PositionRegression
 
     f11, f12 = "mysql-bin.000011", "mysql-bin.000012"
     p = make_pipe(topic_config={"cleanup.policy": "compact"})

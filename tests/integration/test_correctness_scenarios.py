@@ -64,8 +64,7 @@ def test_scenario_01_tombstone_gc_then_a_late_update_or_a_replay_does_not_resurr
 
 
 def _bounds(topic, start=None, end=None):
-    from cdc.cli_contract import BackfillBounds
-    from cdc.kafka.plan import Bounds
+    from cdc.common.cli_contract import BackfillBounds, Bounds
 
     return BackfillBounds(Bounds(), {topic: Bounds(start_offsets=start or {}, end_offsets=end or {})})
 
@@ -212,8 +211,9 @@ def new_york():
 
 
 def test_scenario_03_a_live_claim_from_another_host_blocks_in_any_time_zone(make_pipe, new_york):
-    from cdc.errors import ConcurrentRunError
-    from cdc.ledger import Ledger, LedgerRange
+    from cdc.common.errors import ConcurrentRunError
+    from cdc.ledger.ledger import Ledger
+    from cdc.ledger.state import LedgerRange
 
     p = make_pipe()
     p.send(pg("c", 1, row(1, "a"), 10))
@@ -230,7 +230,7 @@ def test_scenario_03_a_live_claim_from_another_host_blocks_in_any_time_zone(make
 # ---- scenario 4: fenced writes -------------------------------------------------------------------------------------
 
 def test_scenario_04_a_stale_writer_cannot_regress_a_row(make_pipe, monkeypatch):
-    import cdc.apply
+    import cdc.merge.apply
 
     p = make_pipe()
     p.send(pg("c", 1, row(1, "a"), 10), pg("c", 2, row(2, "b"), 10))
@@ -242,7 +242,7 @@ def test_scenario_04_a_stale_writer_cannot_regress_a_row(make_pipe, monkeypatch)
             p.spark.sql(f"UPDATE {p.target} SET name = 'new', __last_commit_lsn = 30, __lsn = 30 WHERE id IN (1, 2)")
             p.spark.sql(f"INSERT INTO {p.target} VALUES (3, 'new', NULL, 30, 30, 'c', 0, 0, 99, 9, current_timestamp())")
 
-    monkeypatch.setattr(cdc.apply, "checkpoint", newer_owner_commits)
+    monkeypatch.setattr(cdc.merge.apply, "checkpoint", newer_owner_commits)
     p.run()
     assert p.rows() == {1: ("new", None), 2: ("new", None), 3: ("new", None)}
 
@@ -252,7 +252,7 @@ def test_scenario_04_a_tombstone_another_process_wrote_since_classification_wins
     Iceberg catalog and table cache, as another process has) records a newer delete of key 1: the stale create of
     key 1 must not bring it back. The MERGE guards against tombstones written since classification; this run's
     catalog still caches the tombstones table as classification read it, so the guard must see past that cache."""
-    import cdc.apply
+    import cdc.merge.apply
 
     p = make_pipe()
     p.send(pg("c", 2, row(2, "b"), 10))
@@ -267,14 +267,15 @@ def test_scenario_04_a_tombstone_another_process_wrote_since_classification_wins
             values = [f"{fixed.get(c, '30')} AS `{c}`" for c in other.table(tombstones).columns]  # the rest: ordering
             other.sql(f"INSERT INTO {tombstones} SELECT {', '.join(values)}")
 
-    monkeypatch.setattr(cdc.apply, "checkpoint", another_run_deletes_key_1)
+    monkeypatch.setattr(cdc.merge.apply, "checkpoint", another_run_deletes_key_1)
     p.run()
     assert p.rows() == {2: ("b2", None)}
 
 
 def test_scenario_04_take_over_rechecks_the_claim_it_read(make_pipe):
-    from cdc.errors import ConcurrentRunError
-    from cdc.ledger import Ledger, LedgerRange
+    from cdc.common.errors import ConcurrentRunError
+    from cdc.ledger.ledger import Ledger
+    from cdc.ledger.state import LedgerRange
 
     p = make_pipe()
     p.send(pg("c", 1, row(1, "a"), 10))

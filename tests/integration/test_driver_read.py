@@ -1,4 +1,4 @@
-"""Small batches read in the driver (``cdc.kafka.driver_read``) stage exactly what Spark tasks stage.
+"""Small batches read in the driver (``cdc.stage.driver_read``) stage exactly what Spark tasks stage.
 
 The same topic is ingested by two pipelines that differ only in ``batch.driver_read_max_records`` (0: Spark tasks
 with Python workers; the default: the driver), on the real local broker, Spark and Iceberg; their staging rows and
@@ -32,7 +32,7 @@ def twins(make_pipe, **table):
 
 
 def staged(p: Pipe) -> list[tuple]:
-    from cdc.tables import names
+    from cdc.config.names import names
 
     staging = names(p.cfg, p.table).staging
     p.spark.catalog.refreshTable(staging)
@@ -82,7 +82,7 @@ def test_driver_and_task_reads_stage_identical_rows_avro(make_pipe, registry):
 
 def test_a_batch_over_the_limit_is_read_by_spark_tasks(make_pipe, monkeypatch):
     """The switch itself: above ``driver_read_max_records`` the driver reads nothing (it would raise here)."""
-    from cdc.kafka import driver_read
+    from cdc.stage import driver_read
 
     p = make_pipe()
     p.cfg = replace(p.cfg, batch=replace(p.cfg.batch, driver_read_max_records=2))
@@ -101,13 +101,13 @@ def test_a_batch_over_the_limit_is_read_by_spark_tasks(make_pipe, monkeypatch):
 def test_a_batch_of_large_rows_falls_back_to_spark_tasks(make_pipe, monkeypatch):
     """The driver holds a driver-read batch whole; past ``MAX_BYTES`` of staging rows it stops and the batch is read
     by Spark tasks, with the same result."""
-    import cdc.stage
-    from cdc.kafka import driver_read
+    import cdc.stage.stage.stage
+    from cdc.stage import driver_read
 
     p = make_pipe()
     p.send(*(pg("c", i, row(i, "x" * 500), 100 + i) for i in range(50)))
     tasks = []
-    real = cdc.stage.map_chunks
+    real = cdc.stage.stage.map_chunks
 
     def spy(spec, *rest):
         tasks.append(spec.table)
@@ -123,7 +123,7 @@ def test_a_batch_of_large_rows_falls_back_to_spark_tasks(make_pipe, monkeypatch)
 
 def staged_files(p: Pipe, batch_id: int) -> list[int]:
     """Rows per data file of one batch's staging partition (Iceberg's ``files`` metadata table)."""
-    from cdc.tables import names
+    from cdc.config.names import names
 
     staging = names(p.cfg, p.table).staging
     p.spark.catalog.refreshTable(staging)
@@ -132,7 +132,7 @@ def staged_files(p: Pipe, batch_id: int) -> list[int]:
 
 
 def test_each_read_task_writes_its_own_staging_file(make_pipe):
-    """The staging write is not shuffled (``cdc.stage.write_staging``): each Spark task writes the chunk it read, so
+    """The staging write is not shuffled (``cdc.stage.stage.write_staging``): each Spark task writes the chunk it read, so
     a batch of three chunks is three files; with Iceberg's default hash distribution every row of the batch went
     to one writer task first (one file). A batch the driver read is one file."""
     tasks = make_pipe(batch={"driver_read_max_records": 0, "chunk_size": 3})
@@ -149,12 +149,13 @@ def test_each_read_task_writes_its_own_staging_file(make_pipe):
 
 
 def test_a_batch_read_by_tasks_is_counted_by_them(make_pipe, monkeypatch):
-    """The read tasks count what they stage (``cdc.stage.TaskCounts``): per partition (chunks of two offsets, so
+    """The read tasks count what they stage (``cdc.stage.stage.TaskCounts``): per partition (chunks of two offsets, so
     several chunks per partition) the same counts, positions, server ids, TOAST columns and PK moves as
     ``batch_stats``' query of the staged rows (just after staging: the merge adds PK moves' images), and no such
     query runs in the job."""
-    import cdc.run
-    from cdc.stage import batch_stats, staged_key_and_ordering
+    import cdc.run.batch.batch
+    from cdc.stage.stage.stage import staged_key_and_ordering
+    from cdc.stage.stage.stats import batch_stats
 
     p = make_pipe(partitions=2, batch={"driver_read_max_records": 0, "chunk_size": 2}, on_bad_record="dead_letter",
                   max_dead_letter_ratio=0.5)
@@ -163,7 +164,7 @@ def test_a_batch_read_by_tasks_is_counted_by_them(make_pipe, monkeypatch):
     p.send(pg("c", 3, row(3, "c"), 105), pg("d", 3, row(3, "c"), 130), tombstone(3),
            with_header(pg("d", 5, row(5, "e"), 140), "__debezium.newkey", 6),
            with_header(pg("c", 6, row(6, "e"), 140), "__debezium.oldkey", 5), partition=1)
-    counted, queried, real = [], [], cdc.run.stage
+    counted, queried, real = [], [], cdc.run.batch.stage
 
     def spy(spark, spec, chunks, names, *rest):
         counted.append(real(spark, spec, chunks, names, *rest))

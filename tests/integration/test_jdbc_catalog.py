@@ -47,7 +47,7 @@ def write(raw: dict[str, Any], tmp_path: Path) -> Path:
 
 
 def config_of(path: Path):
-    from cdc.config import load_config
+    from cdc.config.load import load_config
 
     return load_config(path, env=ENV)
 
@@ -66,7 +66,8 @@ def target_rows(cfg: Any) -> dict[int, tuple[str | None, bool]]:
 
 
 def ledger(cfg: Any) -> list[dict[str, Any]]:
-    from cdc_airflow.ledger import ledger_identifier, read_rows
+    from cdc.config.names import ledger_identifier
+    from cdc_airflow.ledger import read_rows
 
     rows = read_rows(cfg.catalog, ledger_identifier(cfg.metadata_namespace), pipeline=cfg.pipeline)
     return sorted(rows, key=lambda r: (r["batch_id"], r["partition"]))
@@ -78,7 +79,8 @@ def test_ingest_through_jdbc_catalog_read_by_the_airflow_side(broker, postgres, 
     path = write(raw, tmp_path)
     cfg = config_of(path)
 
-    from cdc_airflow.ledger import read_rows, ledger_identifier
+    from cdc.config.names import ledger_identifier
+    from cdc_airflow.ledger import read_rows
 
     assert read_rows(cfg.catalog, ledger_identifier(cfg.metadata_namespace)) == []  # before the job: no table yet
     assert postgres.execute("SELECT to_regclass('iceberg_tables')", database=database_of(raw)) == [(None,)], \
@@ -247,7 +249,7 @@ def test_a_run_refuses_while_a_live_run_holds_the_claim_on_the_jdbc_catalog(brok
 def test_two_runs_upgrading_the_catalog_schema_at_once_retry(broker, postgres, tmp_path):
     """Deterministic form of the first-run race on a fresh catalog database: the job finds a V0 catalog schema and
     adds ``iceberg_type`` (jdbc.schema-version V1) while another session does the same. The job's first catalog use
-    (``cdc.tables.meta_tables_current``) loses that race; its statements then initialise the catalog again, now on
+    (``cdc.ledger.tables.meta_tables_current``) loses that race; its statements then initialise the catalog again, now on
     the V1 schema, and the run commits. (Before that check existed the loser exited 75 with ``CatalogUnavailable``,
     for Airflow to retry; either way it must never exit 1 or leave the table wrong.)"""
     import time

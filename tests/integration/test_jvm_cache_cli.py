@@ -1,4 +1,4 @@
-"""``cdc.jvm_cache`` as users meet it: the first ``python jobs/ingest.py`` of a classpath writes the JVM's class
+"""``cdc.spark.jvm_cache`` as users meet it: the first ``python jobs/ingest.py`` of a classpath writes the JVM's class
 archive when it ends, the next one starts from it; stdout still ends with the JSON summary."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The job keeps the ledger's snapshot history short (``cdc.ledger_history``) on real Spark + Iceberg: after its
+"""The job keeps the ledger's snapshot history short (``cdc.ledger.expiry``) on real Spark + Iceberg: after its
 tables, a run expires the ledger snapshots older than the ledger's ``history.expire.max-snapshot-age-ms`` and the
 files only they referenced, keeps every ledger row, and the next runs go on from the same cursor."""
 
@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from cdc import ledger_history
-from cdc.ledger import Ledger
+from cdc.ledger import expiry as ledger_history
+from cdc.ledger.ledger import Ledger
 from tests.integration.events import pg
 
 pytestmark = pytest.mark.integration

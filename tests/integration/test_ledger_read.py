@@ -1,4 +1,4 @@
-"""The ledger read a run decides from (``cdc.ledger_read``), on real Spark + Iceberg: Iceberg's generic reader in the
+"""The ledger read a run decides from (``cdc.ledger.read``), on real Spark + Iceberg: Iceberg's generic reader in the
 driver gives exactly the states the Spark query gives, at exactly one snapshot, without a Spark statement; and a
 group's tables plan from one read."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from cdc import generic_rows
-from cdc.errors import ConcurrentRunError
-from cdc.ledger import Ledger, LedgerRange
-from cdc.ledger_read import read_states
-from tests.conftest import unique
+from cdc.common.errors import ConcurrentRunError
+from cdc.iceberg import generic_rows
+from cdc.ledger.ledger import Ledger
+from cdc.ledger.read import read_states
+from cdc.ledger.state import LedgerRange
 from tests.integration.events import pg
 from tests.integration.test_ledger_write import claim, ledger_of, staged_ranges
 from tests.integration.test_tables import sql_executions
@@ -77,9 +77,9 @@ def test_states_are_those_of_the_snapshot_they_name(make_pipe):
 
 
 def test_a_group_plans_every_table_from_one_ledger_read(make_pipe, monkeypatch):
-    from cdc import ledger_read
-    from cdc.config import parse_config
-    from cdc.run import run_batch
+    from cdc.config.load import parse_config
+    from cdc.ledger import read as ledger_read
+    from cdc.run.batch import run_batch
 
     pipes = [make_pipe() for _ in range(3)]
     p = pipes[0]

@@ -1,4 +1,4 @@
-"""The ledger's staged and committed marks as whole-row rewrites (``cdc.ledger_write``) on real Spark + Iceberg: they
+"""The ledger's staged and committed marks as whole-row rewrites (``cdc.ledger.write``) on real Spark + Iceberg: they
 write exactly the rows the row-level UPDATEs write, they refuse a batch another run took over, and they still land
 after the run's own lease renewal."""
 
@@ -10,10 +10,11 @@ from dataclasses import replace
 
 import pytest
 
-from cdc.errors import ConcurrentRunError
-from cdc.ledger import Ledger, LedgerRange
-from cdc.ledger_write import WRITE_ID, Held
-from cdc.tables import iceberg_table
+from cdc.common.errors import ConcurrentRunError
+from cdc.iceberg.tables import iceberg_table
+from cdc.ledger.ledger import Ledger
+from cdc.ledger.state import LedgerRange
+from cdc.ledger.write import WRITE_ID, Held
 from tests.integration.events import pg
 from tests.integration.test_tables import sql_executions
 
@@ -159,7 +160,7 @@ def test_a_claim_withdraws_when_another_writer_appended_a_row_under_its_batch_id
 def test_a_claim_from_its_planned_state_reads_nothing_back_and_says_what_a_read_would(make_pipe):
     """With the state it planned from (no pending batch), a claim that committed as the validated write returns that
     state plus the claim without reading the ledger again, and the write is no Spark statement either
-    (``cdc.row_commit``)."""
+    (``cdc.iceberg.row_commit``)."""
     p, ledger = ledger_of(make_pipe)
     led, table = Ledger(p.spark, ledger, p.cfg.pipeline), p.table.target
     held = claim(led, table, p.topic, "run-0")  # an earlier batch, committed: a cursor and a last batch id
@@ -232,7 +233,7 @@ class HeldInside:
 
 
 def test_one_process_s_writes_to_the_ledger_take_turns(make_pipe):
-    """Two tables' ledger writes from two threads and sessions of one process (a group's tables, cdc.group) commit
+    """Two tables' ledger writes from two threads and sessions of one process (a group's tables, cdc.run.group) commit
     one after the other: while table A's write is in progress, table B's waits instead of racing it into an Iceberg
     commit retry (a metadata file each, and with a hadoop catalog a wait of seconds for its lock). Without the
     process's ledger lock B's small INSERT commits within a second or two, long before A is let go."""

@@ -1,4 +1,4 @@
-"""``cdc.localfs`` for real: the jar Janino builds, and a local JVM that writes an Iceberg table with it where no
+"""``cdc.spark.localfs`` for real: the jar Janino builds, and a local JVM that writes an Iceberg table with it where no
 ``chmod`` program exists (Hadoop's own file system cannot)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc import localfs
+from cdc.spark import localfs
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +24,7 @@ _JOB = r"""
 import json, os, stat, sys
 from pathlib import Path
 from cdc.config import parse_config
-from cdc.session import build_session
+from cdc.spark.session import build_session
 wh = Path(sys.argv[1])
 cfg = parse_config({"pipeline": "fs", "kafka": {"bootstrap.servers": "127.0.0.1:1"}, "format": "json",
                     "catalog": {"name": "lake", "type": "hadoop", "warehouse": str(wh)},
@@ -76,7 +76,7 @@ def test_the_jar_holds_the_file_system_class(tmp_path: Path) -> None:
 
 
 def test_a_local_jvm_writes_iceberg_files_with_hadoops_permissions_and_no_chmod_process(tmp_path: Path) -> None:
-    """Fails without ``cdc.localfs``: Hadoop's file system runs ``chmod`` for every file it creates ("Cannot run
+    """Fails without ``cdc.spark.localfs``: Hadoop's file system runs ``chmod`` for every file it creates ("Cannot run
     program chmod"). The files get the permissions Hadoop gives them (0644 under umask 022)."""
     env = {**os.environ, "PATH": path_without_chmod(tmp_path / "bin"), "PYSPARK_PYTHON": sys.executable,
            "CDC_JVM_CLASS_CACHE": "off"}

@@ -67,7 +67,8 @@ def test_the_ledger_is_compacted_and_a_run_that_loaded_it_before_still_records_i
     """Every batch adds a ledger file; a run's ledger reads open them all (0.26 s at 10 batches, 1.3 s at 600), so
     maintenance rewrites the ledger's small files. A run whose session loaded the ledger before the rewrite then
     updates rows in files that are gone: its write conflicts, is retried on the current ledger and lands."""
-    from cdc.ledger import Ledger, LedgerRange
+    from cdc.ledger.ledger import Ledger
+    from cdc.ledger.state import LedgerRange
 
     p = make_pipe()
     for i in range(1, 4):
@@ -112,8 +113,9 @@ def test_a_claim_still_lands_when_a_compacted_file_mixes_a_renamed_pipeline_s_ro
     """A pipeline renamed to a new name starts its batch ids at 1 again. Once maintenance has rewritten the ledger,
     one file holds both pipelines' rows of the table, and the claim's overwrite cannot delete just its batch's rows
     from it ("Cannot delete file where some, but not all, rows match filter"). The claim then falls back to the
-    MERGE (``cdc.ledger_write``) instead of refusing every run."""
-    from cdc.ledger import Ledger, LedgerRange
+    MERGE (``cdc.ledger.write``) instead of refusing every run."""
+    from cdc.ledger.ledger import Ledger
+    from cdc.ledger.state import LedgerRange
 
     p = make_pipe()
     p.send(pg("c", 1, {"id": 1, "name": "n1", "bio": None}, 1))
@@ -137,7 +139,7 @@ def test_a_claim_still_lands_when_a_compacted_file_mixes_a_renamed_pipeline_s_ro
 
 
 def test_maintenance_removes_the_ledger_s_orphan_files_past_their_retention(make_pipe):
-    """The ingest job expires the ledger's old snapshots itself (cdc.ledger_history); a file it could not delete
+    """The ingest job expires the ledger's old snapshots itself (cdc.ledger.expiry); a file it could not delete
     then (credentials without delete permission) is an orphan, which maintenance removes once past the orphan
     retention, like a target's. A younger one stays (a write in flight may be about to commit it)."""
     import os

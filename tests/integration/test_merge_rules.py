@@ -13,8 +13,8 @@ pytestmark = pytest.mark.integration
 
 
 # How a batch meets the target (and tombstones): joined whole (the default for targets this small: in one Spark
-# task, cdc.merge.relation), joined whole with the target broadcast, cut to the batch's keys first (cdc.merge.near),
-# or in addition with a bloom filter on the MERGE's target scan (cdc.bloom): the default for targets of 1M rows
+# task, cdc.merge.sql.relation), joined whole with the target broadcast, cut to the batch's keys first (cdc.merge.sql.near),
+# or in addition with a bloom filter on the MERGE's target scan (cdc.merge.bloom): the default for targets of 1M rows
 KEY_FILTER = pytest.mark.parametrize("key_filter", list(MERGE_PATHS.values()), ids=list(MERGE_PATHS))
 
 
@@ -128,9 +128,9 @@ def test_events_spread_over_partitions_are_read_in_parallel_and_ordered_by_lsn(m
 
 
 def test_the_key_filter_reads_the_target_without_shuffling_it_and_keeps_exactly_the_batchs_keys(make_pipe):
-    """What ``cdc.merge.near`` hands the classification: the target's rows of the batch's keys, found by a
+    """What ``cdc.merge.sql.near`` hands the classification: the target's rows of the batch's keys, found by a
     broadcast semi-join (a scan of the target, no sort-merge join that would shuffle all of it)."""
-    from cdc.merge import MergeSpec, near
+    from cdc.merge.sql import MergeSpec, near
 
     p = make_pipe()
     p.send(*(pg("c", i, {"id": i, "name": f"n{i}", "bio": None}, i) for i in range(1, 41)))
@@ -149,16 +149,16 @@ def test_the_key_filter_reads_the_target_without_shuffling_it_and_keeps_exactly_
 def test_only_a_large_targets_join_is_cut_to_the_batchs_keys(make_pipe, monkeypatch):
     """``batch.key_filter_min_target_rows``: the classification cuts a target of that many rows (and the tombstones)
     to the batch's keys; a smaller target is joined whole (the cut's own Spark jobs would cost more). Same rows."""
-    import cdc.apply
+    import cdc.merge.apply
 
     statements: list[str] = []
-    classify_sql = cdc.apply.classify_sql
+    classify_sql = cdc.merge.apply.classify_sql
 
     def recorded(spec, newest):
         statements.append(classify_sql(spec, newest))
         return statements[-1]
 
-    monkeypatch.setattr(cdc.apply, "classify_sql", recorded)
+    monkeypatch.setattr(cdc.merge.apply, "classify_sql", recorded)
     for threshold, cut in ((31, False), (30, True)):  # the target holds 30 rows when the second batch merges
         p = make_pipe(batch={"key_filter_min_target_rows": threshold})
         p.send(*(pg("c", i, {"id": i, "name": f"n{i}", "bio": None}, i) for i in range(1, 31)))
@@ -189,18 +189,18 @@ def thirty_rows_then_four_changes(p) -> None:
 def test_a_small_batch_into_a_small_target_is_classified_in_one_task_with_the_same_rows(make_pipe, monkeypatch):
     """``batch.one_task_max_target_rows``: a batch the driver could read, into a target (and tombstones) of at most
     that many rows, is classified without a shuffle or a broadcast (every table one partition, hash joins: one Spark
-    task, ``cdc.merge.relation``); a larger target is broadcast as before. The same rows either way."""
-    import cdc.apply
+    task, ``cdc.merge.sql.relation``); a larger target is broadcast as before. The same rows either way."""
+    import cdc.merge.apply
 
     plans: list[str] = []
-    classify_sql = cdc.apply.classify_sql
+    classify_sql = cdc.merge.apply.classify_sql
 
     def explained(spec, newest):
         stmt = classify_sql(spec, newest)
         plans.append("\n".join(r[0] for r in p.spark.sql("EXPLAIN " + stmt).collect()))
         return stmt
 
-    monkeypatch.setattr(cdc.apply, "classify_sql", explained)
+    monkeypatch.setattr(cdc.merge.apply, "classify_sql", explained)
     for threshold, one_task in ((30, True), (29, False)):  # the target holds 30 rows when the second batch merges
         p = make_pipe(batch={"one_task_max_target_rows": threshold})
         thirty_rows_then_four_changes(p)
@@ -225,18 +225,18 @@ def test_a_large_targets_merge_shuffles_only_the_batchs_keys_by_a_bloom_filter_o
     """``batch.bloom_filter_min_target_rows``: the MERGE into a target of that many rows puts a bloom filter of the
     batch's keys (Spark's runtime filter, ``might_contain``) on the target's scan; a smaller target's scan has
     none. Same rows either way, and the session's settings are back after the MERGE (``row_deltas: false``: this
-    small batch would otherwise be written without a MERGE, ``cdc.target_write``)."""
-    import cdc.apply
+    small batch would otherwise be written without a MERGE, ``cdc.merge.target_write``)."""
+    import cdc.merge.apply
 
     plans: list[str] = []
-    merge_target_sql = cdc.apply.merge_target_sql
+    merge_target_sql = cdc.merge.apply.merge_target_sql
 
     def explained(spec, source, **kw):
         stmt = merge_target_sql(spec, source, **kw)
         plans.append("\n".join(r[0] for r in p.spark.sql("EXPLAIN " + stmt).collect()))
         return stmt
 
-    monkeypatch.setattr(cdc.apply, "merge_target_sql", explained)
+    monkeypatch.setattr(cdc.merge.apply, "merge_target_sql", explained)
     broadcast = "spark.sql.autoBroadcastJoinThreshold"
     for threshold, bloom in ((31, False), (30, True)):  # the target holds 30 rows when the second batch merges
         p = make_pipe(batch={"bloom_filter_min_target_rows": threshold, "row_deltas": False})
@@ -250,11 +250,11 @@ def test_a_large_targets_merge_shuffles_only_the_batchs_keys_by_a_bloom_filter_o
 
 @pytest.mark.parametrize("path", ["whole", "key-filter", "merge"])
 def test_a_small_batch_writes_its_tombstones_as_one_row_delta_and_they_fence_as_the_merge_does(make_pipe, path):
-    """A batch the driver read writes its tombstones through Iceberg's API (``cdc.tombstone_write``: a row delta,
+    """A batch the driver read writes its tombstones through Iceberg's API (``cdc.merge.tombstone_write``: a row delta,
     no Spark MERGE, so no ``spark.app.id`` in the snapshot's summary), replacing a key's older tombstone; with
     ``driver_read_max_records: 0`` the MERGE writes them. Either way: one tombstone per key at its newest delete,
     and a late older change cannot resurrect the row."""
-    from cdc.tables import names
+    from cdc.config.names import names
 
     batch = {"whole": {}, "key-filter": MERGE_PATHS["key-filter"], "merge": {"driver_read_max_records": 0}}[path]
     p = make_pipe(batch=batch)

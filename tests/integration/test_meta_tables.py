@@ -1,13 +1,13 @@
-"""``cdc.tables.ensure_meta_tables`` on a real Iceberg catalog: it creates the metadata tables, brings a ledger of an
+"""``cdc.ledger.tables.ensure_meta_tables`` on a real Iceberg catalog: it creates the metadata tables, brings a ledger of an
 older version up to this one, and skips its statements (``meta_tables_current``) only when nothing is missing."""
 
 from __future__ import annotations
 
 import pytest
 
-from cdc.config import parse_config
-from cdc.ledger_model import LEDGER_COLUMNS
-from cdc.tables import LEDGER_SETTINGS, ensure_meta_tables, meta_tables_current
+from cdc.config.load import parse_config
+from cdc.ledger.model import LEDGER_COLUMNS
+from cdc.ledger.tables import LEDGER_SETTINGS, ensure_meta_tables, meta_tables_current
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""``cdc.py4j_classes`` in the session ``cdc.session`` builds: the Java classes the job uses on every table are reached
+"""``cdc.spark.py4j_classes`` in the session ``cdc.spark.session`` builds: the Java classes the job uses on every table are reached
 without Py4J name lookups that miss (each miss asks every jar on the classpath; see the module). Observed from
 Python: a lookup that misses comes back as a ``JavaPackage``; one that is not made sends no command."""
 
@@ -31,8 +31,9 @@ def misses(monkeypatch):
 
 
 def test_the_job_s_own_java_calls_look_up_no_package_names(spark, misses):
-    from cdc.snapshot_summary import commit_properties
-    from cdc.tables import current_snapshot, ensure_meta_tables, meta_tables_current
+    from cdc.iceberg.snapshot_summary import commit_properties
+    from cdc.iceberg.tables import current_snapshot
+    from cdc.ledger.tables import ensure_meta_tables, meta_tables_current
 
     spark.sql("CREATE TABLE lake.py4j.t (id bigint) USING iceberg")
     ensure_meta_tables(spark, SimpleNamespace(catalog=SimpleNamespace(name="lake"), metadata_namespace="py4j_meta"))
@@ -52,7 +53,7 @@ def test_pyspark_s_hot_classes_are_bound_by_their_simple_names(spark, monkeypatc
     from py4j.java_gateway import GatewayClient, JavaClass
     from pyspark.sql import functions as F
 
-    from cdc.py4j_classes import PYSPARK_CLASSES
+    from cdc.spark.py4j_classes import PYSPARK_CLASSES
 
     sent = []
     real = GatewayClient.send_command
@@ -69,13 +70,13 @@ def test_pyspark_s_hot_classes_are_bound_by_their_simple_names(spark, monkeypatc
 
 def test_iceberg_s_api_writes_from_the_driver_look_up_no_package_names(spark, misses):
     """The ledger's rows, a small batch's tombstones and target rows are files written and committed through
-    Iceberg's Java API (``cdc.row_commit``, ``cdc.row_writer``, ``cdc.target_write``), three to five per table and
+    Iceberg's Java API (``cdc.iceberg.row_commit``, ``cdc.iceberg.row_writer``, ``cdc.merge.target_write``), three to five per table and
     batch, the ledger's under its lock: each class they use is reached without a lookup (walked from
     ``spark._jvm.org``, they were about 20 misses per file)."""
-    from cdc.row_commit import overwrite_rows, replace_rows
-    from cdc.row_writer import write_frame
-    from cdc.target_write import target_facts
-    from cdc.tables import iceberg_table
+    from cdc.iceberg.row_commit import overwrite_rows, replace_rows
+    from cdc.iceberg.row_writer import write_frame
+    from cdc.iceberg.tables import iceberg_table
+    from cdc.merge.target_write import target_facts
     from tests.integration.test_row_commit import AT, located, snapshot, table, tombstone_like
 
     name, tombs = table(spark), tombstone_like(spark)

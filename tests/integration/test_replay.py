@@ -54,7 +54,7 @@ def test_replaying_committed_offsets_changes_nothing(spark, broker, warehouse, t
     assert ledger[:len(ledger_before)] == ledger_before  # earlier batches untouched
     extra = ledger[len(ledger_before):]
     assert extra and all(r["mode"] == "backfill" and r["status"] == "committed" for r in extra)
-    from cdc.ledger import Ledger
+    from cdc.ledger.ledger import Ledger
 
     cursor = Ledger(spark, f"lake.{raw['metadata_namespace']}.ledger", "rel").committed_offsets(
         raw["tables"][0]["target"], t)

@@ -1,4 +1,4 @@
-"""``cdc.row_commit.overwrite_rows`` on real Spark + Iceberg: the rows Spark reads back are the ones given (every
+"""``cdc.iceberg.row_commit.overwrite_rows`` on real Spark + Iceberg: the rows Spark reads back are the ones given (every
 type the ledger uses), only the rows matching the filter are replaced, the validation refuses a conflicting commit
 since its snapshot as Spark's serializable overwrite does, and no Spark statement runs."""
 
@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from cdc.row_commit import overwrite_rows, replace_rows
-from cdc.tables import iceberg_table
+from cdc.iceberg.row_commit import overwrite_rows, replace_rows
+from cdc.iceberg.tables import iceberg_table
 from tests.conftest import unique
 from tests.integration.test_tables import sql_executions
 
@@ -131,11 +131,12 @@ def test_replace_rows_refuses_any_commit_since_its_snapshot_and_leaves_no_files(
 
 
 def test_a_commit_s_manifest_work_runs_in_the_calling_thread(spark):
-    """``in_caller``: the overwrites and row deltas of ``cdc.row_commit`` filter, merge and validate manifests in the
+    """``in_caller``: the overwrites and row deltas of ``cdc.iceberg.row_commit`` filter, merge and validate manifests in the
     committing thread, not on Iceberg's shared pool, whose results are polled every 10 ms. The gain is only visible
     as time, so this checks the executor the update holds (Iceberg's ``SnapshotProducer.workerPool``, by reflection),
     then that such an update commits and validates as before."""
-    from cdc.row_commit import equal_filter, in_caller
+    from cdc.iceberg.row_commit import in_caller
+    from cdc.iceberg.tables import equal_filter
 
     name = table(spark)
     spark.sql(f"INSERT INTO {name} VALUES ('a', 1, 0, 'old', NULL)")

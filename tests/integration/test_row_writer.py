@@ -1,5 +1,5 @@
-"""``cdc.row_writer.in_driver``: a result computed once and held in the driver, which later queries read without a
-Spark job (what ``cdc.apply`` holds a small batch's classification in, instead of a local checkpoint)."""
+"""``cdc.iceberg.row_writer.in_driver``: a result computed once and held in the driver, which later queries read without a
+Spark job (what ``cdc.merge.apply`` holds a small batch's classification in, instead of a local checkpoint)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def jobs_of(spark, run) -> int:
 
 
 def test_a_result_held_in_the_driver_is_computed_once_and_read_without_spark_jobs(spark):
-    from cdc.row_writer import in_driver, writer_class
+    from cdc.iceberg.row_writer import in_driver, writer_class
 
     name = f"lake.rw.t{uuid.uuid4().hex[:8]}"
     spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.rw")
@@ -51,15 +51,15 @@ def test_a_result_held_in_the_driver_is_computed_once_and_read_without_spark_job
 
 
 def test_a_small_batchs_classification_is_held_in_the_driver_a_larger_one_checkpointed(make_pipe, monkeypatch):
-    """``cdc.apply.IN_DRIVER_MAX_EVENTS``: up to that many events the classification is held in the driver, above
+    """``cdc.merge.apply.IN_DRIVER_MAX_EVENTS``: up to that many events the classification is held in the driver, above
     it locally checkpointed; the same rows either way."""
-    import cdc.apply
+    import cdc.merge.apply
     from tests.integration.events import pg
 
     held: list[bool] = []
-    real = cdc.apply.in_driver
-    monkeypatch.setattr(cdc.apply, "in_driver", lambda spark, df: held.append(True) or real(spark, df))
-    monkeypatch.setattr(cdc.apply, "IN_DRIVER_MAX_EVENTS", 3)
+    real = cdc.merge.apply.in_driver
+    monkeypatch.setattr(cdc.merge.apply, "in_driver", lambda spark, df: held.append(True) or real(spark, df))
+    monkeypatch.setattr(cdc.merge.apply, "IN_DRIVER_MAX_EVENTS", 3)
     p = make_pipe()
     p.send(*(pg("c", i, {"id": i, "name": f"n{i}", "bio": None}, i) for i in range(1, 6)))
     assert p.run()["inserted"] == 5 and held == []  # 5 events: checkpointed

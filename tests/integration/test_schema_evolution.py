@@ -7,9 +7,17 @@ from decimal import Decimal
 
 import pytest
 
-from cdc.errors import SchemaEvolutionError
-from tests.integration.typed_events import (avro_decimal, avro_envelope, avro_event, decimal_b64, json_event, opt,
-                                            register, wire)
+from cdc.common.errors import SchemaEvolutionError
+from tests.integration.typed_events import (
+    avro_decimal,
+    avro_envelope,
+    avro_event,
+    decimal_b64,
+    json_event,
+    opt,
+    register,
+    wire,
+)
 from tests.unit.cdc.decode.test_avro import ITEM_ROW, item_envelope, item_schemas
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""The local JVM ``cdc.session`` starts, checked from inside (HotSpot's own flags), not from the settings we pass."""
+"""The local JVM ``cdc.spark.session`` starts, checked from inside (HotSpot's own flags), not from the settings we pass."""
 
 from __future__ import annotations
 

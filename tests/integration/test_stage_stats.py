@@ -1,5 +1,5 @@
-"""The stats of a batch the driver read (``cdc.stage.arrow_batch_stats``, counted in Python from the rows in hand)
-equal those ``cdc.stage.batch_stats`` counts with Spark SQL from the same rows in a real Iceberg staging table: every
+"""The stats of a batch the driver read (``cdc.stage.stats.arrow_batch_stats``, counted in Python from the rows in hand)
+equal those ``cdc.stage.stats.batch_stats`` counts with Spark SQL from the same rows in a real Iceberg staging table: every
 partition's counts, newest and lowest positions (with NULL fields), server ids, TOAST columns, the truncate position
 and the primary-key move counts. A difference would change what a small batch merges and what the ledger records."""
 
@@ -12,13 +12,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cdc.decode.model import Column
-from cdc.kafka.driver_read import arrow_frame
-from cdc.layout import staging_columns
-from cdc.kafka.read import Chunk
-from cdc.stage import (SKIPPED, ChunkAggregates, TaskCounts, aggregates, arrow_batch_stats, batch_stats,
-                       merge_aggregates, stats_of)
-from cdc.tables import arrow_schema, ensure_staging, spark_schema
+from cdc.iceberg.tables import ensure_staging, spark_schema
+from cdc.kafka.plan import Chunk
+from cdc.schema.columns import Column, arrow_schema, staging_columns
+from cdc.stage.driver_read import arrow_frame
+from cdc.stage.stats import (
+    SKIPPED,
+    ChunkAggregates,
+    TaskCounts,
+    aggregates,
+    arrow_batch_stats,
+    batch_stats,
+    merge_aggregates,
+    stats_of,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -66,7 +73,7 @@ def test_stats_of_rows_in_hand_equal_the_sql_stats_of_the_staged_rows(spark, rec
     OUTCOMES.append(expected is TypeError)
     parts = [batch.slice(0, cut), batch.slice(cut)]  # a driver read hands over several record batches
     assert outcome(lambda: arrow_batch_stats(parts, ORDERING, have)) == expected
-    # read tasks count chunk by chunk (cdc.stage.TaskCounts): the parts' aggregates merged are the whole's
+    # read tasks count chunk by chunk (cdc.stage.stats.TaskCounts): the parts' aggregates merged are the whole's
     assert outcome(lambda: stats_of(merge_aggregates([aggregates([b], ORDERING) for b in parts]), have)) == expected
 
 

@@ -1,4 +1,4 @@
-"""Several tables in one job (``cdc.group``): one table's terminal error does not stop the others; the summary and
+"""Several tables in one job (``cdc.run.group``): one table's terminal error does not stop the others; the summary and
 the result file report every table; the exit code is the worst."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cdc.cli_contract import read_result
+from cdc.common.cli_contract import read_result
 from tests.conftest import unique
 from tests.integration import events
 from tests.integration.events import pg
@@ -73,13 +73,14 @@ def test_tables_running_at_once_update_the_shared_ledger_in_sessions_of_their_ow
     """Tables of a group run at once in threads (``batch.table_concurrency``); their ledger writes go to one Iceberg
     table. In one shared Spark session, a row-level UPDATE fails when another thread commits to the ledger between
     its scan and its commit ("Runtime file filtering is not possible: the table has been concurrently modified");
-    ``cdc.group.table_session`` gives each thread a session of its own, where such commits retry and succeed."""
+    ``cdc.run.group.table_session`` gives each thread a session of its own, where such commits retry and succeed."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from cdc.config import parse_config
-    from cdc.group import table_session
-    from cdc.ledger import Ledger, LedgerRange
-    from cdc.tables import ensure_meta_tables
+    from cdc.config.load import parse_config
+    from cdc.ledger.ledger import Ledger
+    from cdc.ledger.state import LedgerRange
+    from cdc.ledger.tables import ensure_meta_tables
+    from cdc.run.group import table_session
 
     raw = pipeline(broker, warehouse)
     raw["batch"]["table_concurrency"] = 4

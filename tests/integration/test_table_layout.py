@@ -12,15 +12,15 @@ from dataclasses import replace
 
 import pytest
 
-from cdc.errors import ConfigError
-from cdc.table_layout import parse_layout
+from cdc.common.errors import ConfigError
+from cdc.config.table_layout import parse_layout
 from tests.integration.events import pg
 
 pytestmark = pytest.mark.integration
 
 
 def partitioning(spark, table):
-    from cdc.table_layout import partitioning_of
+    from cdc.config.table_layout import partitioning_of
 
     return partitioning_of([(r[0] or "", r[1] or "") for r in spark.sql(f"DESCRIBE TABLE {table}").collect()])
 
@@ -63,7 +63,7 @@ def test_layout_on_create_then_evolved_idempotently_with_snapshot_provenance(mak
     assert sorted(f["partition"]["name"] for f in files) == ["a", "b", "c"]
 
     # Second run, same layout: no ALTER (no new metadata beyond the batch's own snapshot); update + delete carry ids.
-    from cdc.tables import apply_layout
+    from cdc.iceberg.tables import apply_layout
 
     assert apply_layout(p.spark, p.target, p.table.layout) == []
     p.send(pg("u", 1, {"id": 1, "name": "a2", "bio": None}, 20), pg("d", 2, {"id": 2, "name": "b", "bio": None}, 21))
@@ -109,7 +109,7 @@ class _Died(Exception):
 
 
 def test_a_recovered_staged_batch_carries_its_offsets_in_the_snapshot_summary(make_pipe, monkeypatch):
-    import cdc.run
+    import cdc.run.batch.batch
 
     p = make_pipe(partitions=2)
     p.send(pg("c", 1, {"id": 1, "name": "a", "bio": None}, 10), pg("c", 2, {"id": 2, "name": "b", "bio": None}, 11))

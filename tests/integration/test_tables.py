@@ -1,4 +1,4 @@
-"""``cdc.tables.table_property`` on a real Iceberg catalog: the properties a batch reads (write mode, tombstone GC
+"""``cdc.iceberg.tables.table_property`` on a real Iceberg catalog: the properties a batch reads (write mode, tombstone GC
 horizon, ordering epochs) come from the Iceberg table the session's catalog holds, as ``SHOW TBLPROPERTIES`` would
 show them, without a Spark statement (each costs a small batch time, issue 16)."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from cdc.modes import WRITE_MODE_PROPERTY
-from cdc.modes.runner import check_mode
-from cdc.errors import ConfigError
-from cdc.tables import EPOCHS_PROPERTY, GC_HORIZON_PROPERTY, gc_horizon, table_property, target_epochs
+from cdc.common.errors import ConfigError
+from cdc.iceberg.tables import EPOCHS_PROPERTY, GC_HORIZON_PROPERTY, gc_horizon, table_property, target_epochs
+from cdc.merge.modes.runner import check_mode
+from cdc.merge.modes.spec import WRITE_MODE_PROPERTY
 
 pytestmark = pytest.mark.integration
 

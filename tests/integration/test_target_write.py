@@ -1,4 +1,4 @@
-"""``cdc.target_write`` end to end: a batch the driver read changes the target by one row delta (no Spark MERGE)
+"""``cdc.merge.target_write`` end to end: a batch the driver read changes the target by one row delta (no Spark MERGE)
 that leaves exactly the rows the MERGE leaves, and a commit to the target since the classification sends the batch
 through the MERGE, which fences it."""
 
@@ -62,7 +62,7 @@ def test_a_commit_to_the_target_since_the_classification_sends_the_batch_through
     """Between this batch's classification and its write another writer commits a newer row for key 1: the row
     delta is refused (validated from the classified snapshot) and the MERGE, which re-checks every change against
     the table as it is, keeps the newer row and applies the rest."""
-    import cdc.apply
+    import cdc.merge.apply
 
     p = make_pipe()
     p.send(pg("c", 1, row(1, "a"), 10), pg("c", 2, row(2, "b"), 10))
@@ -73,7 +73,7 @@ def test_a_commit_to_the_target_since_the_classification_sends_the_batch_through
         if point == "after_classify":
             p.spark.sql(f"UPDATE {p.target} SET name = 'newer', __last_commit_lsn = 30, __lsn = 30 WHERE id = 1")
 
-    monkeypatch.setattr(cdc.apply, "checkpoint", newer_writer)
+    monkeypatch.setattr(cdc.merge.apply, "checkpoint", newer_writer)
     s = p.run()
     assert (s["status"], s["inserted"], s["updated"]) == ("committed", 1, 2)  # counted as classified
     assert p.rows() == {1: ("newer", None), 2: ("b2", None), 3: ("c", None)}

@@ -13,8 +13,16 @@ from decimal import Decimal
 
 import pytest
 
-from tests.integration.typed_events import (avro_decimal, avro_envelope, avro_event, decimal_b64, json_event, opt,
-                                            register, wire)
+from tests.integration.typed_events import (
+    avro_decimal,
+    avro_envelope,
+    avro_event,
+    decimal_b64,
+    json_event,
+    opt,
+    register,
+    wire,
+)
 from tests.unit.cdc.decode import samples
 
 pytestmark = pytest.mark.integration

@@ -98,7 +98,7 @@ def test_keyless_topic_is_appended_with_a_warning(make_pipe):
 
 
 def test_keyless_topic_refused_for_upsert_and_table_keeps_its_mode(make_pipe):
-    from cdc.errors import ConfigError
+    from cdc.common.errors import ConfigError
 
     p = make_pipe(write_mode="upsert")
     p.send((None, pg("c", 1, row(1, "a"), 1)[1]))
@@ -171,7 +171,8 @@ def test_maintenance_keeps_append_and_scd2_tables_working(make_pipe):
     """Maintenance (zero retention: staging dropped, snapshots expired, files rewritten) leaves both modes' tables
     as they were, and a late change afterwards still lands at its place in the history (the change log stays)."""
     import argparse
-    from datetime import datetime, timedelta, timezone as tz
+    from datetime import datetime, timedelta
+    from datetime import timezone as tz
 
     from tests.integration.harness import _maintenance
 
@@ -199,7 +200,7 @@ def test_maintenance_keeps_append_and_scd2_tables_working(make_pipe):
 
 
 def test_scd2_job_process_killed_after_the_change_log_then_rerun(make_pipe, tmp_path):
-    """A real ``jobs/ingest.py`` SIGKILLs itself (``CDC_KILL_AT``, cdc.faults) between the change-log MERGE and the
+    """A real ``jobs/ingest.py`` SIGKILLs itself (``CDC_KILL_AT``, cdc.common.faults) between the change-log MERGE and the
     target MERGE; the next run takes the batch over and the history is the uninterrupted one."""
     import signal
 
@@ -379,7 +380,7 @@ def test_scd2_a_stale_writer_cannot_corrupt_the_history(make_pipe, monkeypatch):
     """A run that lost its claim merges late: between its classification and its MERGE another owner took the batch
     over and committed a newer batch (versions from lsn 30). The stale run's actions for keys a newer batch wrote
     are dropped (the history stays the newer owner's); a key no newer batch wrote still gets them."""
-    import cdc.apply
+    import cdc.merge.apply
 
     p = make_pipe(write_mode="scd2")
     p.send(pg("c", 1, row(1, "a"), 10), pg("c", 2, row(2, "b"), 10))
@@ -405,7 +406,7 @@ def test_scd2_a_stale_writer_cannot_corrupt_the_history(make_pipe, monkeypatch):
         p.spark.sql(f"DELETE FROM {p.target} WHERE id IN (1, 2)")
         p.spark.sql(f"INSERT INTO {p.target} " + " UNION ALL ".join(sel))
 
-    monkeypatch.setattr(cdc.apply, "checkpoint", newer_owner_commits)
+    monkeypatch.setattr(cdc.merge.apply, "checkpoint", newer_owner_commits)
     p.run()
     assert history(p) == [
         (1, "a", None, 10, 20, False, "c"), (1, "stale", None, 20, 30, False, "u"), (1, "new", None, 30, None, True, "u"),

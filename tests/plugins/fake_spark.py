@@ -3,7 +3,7 @@
 Behaviour per table (``--table``) from env FAKE_SPARK_EXITS='{"<table>": <exit code>}' (default 0) and
 FAKE_SPARK_EMPTY='["<table>"]' (a committed batch that changed nothing: 0 inserted/updated/deleted); every call
 appends its argv and selected env as one JSON line to $FAKE_SPARK_LOG. Like the real job it reports its exit code,
-summary or error line to $CDC_RESULT_FILE (``cdc.cli_contract``), unless FAKE_SPARK_NO_RESULT is set (spark-submit
+summary or error line to $CDC_RESULT_FILE (``cdc.common.cli_contract``), unless FAKE_SPARK_NO_RESULT is set (spark-submit
 failing before the job ran).
 """
 
@@ -63,7 +63,7 @@ def install(directory: Path) -> Path:
     """Write ``spark-submit`` into ``directory`` (put it first on PATH)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "spark-submit"
-    from cdc.cli_contract import RESULT_FILE_ENV
+    from cdc.common.cli_contract import RESULT_FILE_ENV
 
     path.write_text(SCRIPT.format(python=sys.executable, result_env=RESULT_FILE_ENV))
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)

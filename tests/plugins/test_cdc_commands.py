@@ -7,8 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from cdc_airflow.commands import (RunRequest, ingest_args, lag, maintenance_args, plan_tables, spark_conf, spark_env,
-                                  summarize)
+from cdc_airflow.commands import (
+    RunRequest,
+    ingest_args,
+    lag,
+    maintenance_args,
+    plan_tables,
+    spark_conf,
+    spark_env,
+    summarize,
+)
 
 CFG = "/p/demo.yaml"
 T = "inventory.orders"
@@ -36,7 +44,7 @@ def test_ingest_args_are_what_the_job_parses() -> None:
     """The DAG's arguments round-trip through the job's own parser (jobs/ingest.py) to the same range."""
     import importlib.util
 
-    from cdc.kafka.plan import Bounds
+    from cdc.common.cli_contract import Bounds
 
     spec = importlib.util.spec_from_file_location("cdc_ingest_job_args", Path(__file__).parents[2] / "jobs/ingest.py")
     job = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
@@ -64,9 +72,9 @@ def test_spark_conf_local_uses_loopback_and_pipeline_overrides() -> None:
     assert conf["spark.driver.bindAddress"] == "127.0.0.1"
     assert conf["spark.driver.host"] == "10.0.0.1"  # the YAML wins
     assert conf["spark.pyspark.python"] == "/v/python"
-    from cdc.session import LOCAL_DRIVER_JAVA_OPTIONS, LOCAL_SPARK_CONF
+    from cdc.spark.session import LOCAL_DRIVER_JAVA_OPTIONS, LOCAL_SPARK_CONF
 
-    assert conf["spark.driver.extraJavaOptions"] == LOCAL_DRIVER_JAVA_OPTIONS  # as cdc.session does locally
+    assert conf["spark.driver.extraJavaOptions"] == LOCAL_DRIVER_JAVA_OPTIONS  # as cdc.spark.session does locally
     assert LOCAL_SPARK_CONF.items() <= conf.items()
     cluster = spark_conf("spark://master:7077", {}, "/v/python")
     assert "spark.driver.bindAddress" not in cluster and "spark.pyspark.python" not in cluster

@@ -47,7 +47,7 @@ def test_group_timeout_one_startup_and_each_tables_share():
 
 
 def test_tables_per_task_is_validated():
-    from cdc.errors import ConfigError
+    from cdc.common.errors import ConfigError
     from cdc_airflow.options import parse_airflow
 
     assert parse_airflow({"tables_per_task": 8}, "p.yaml", []).tables_per_task == 8

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cdc import jars
-from cdc.config import parse_config
+from cdc.config.load import parse_config
+from cdc.spark import jars
 from cdc_airflow.spark import job_jars
 
 

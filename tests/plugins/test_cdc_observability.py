@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from cdc import metrics, progress
-from cdc.errors import ConfigError
+from cdc.common.errors import ConfigError
+from cdc.observe import metrics, progress
 
 
 def result(**kw: Any) -> SimpleNamespace:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc.errors import ConfigError
+from cdc.common.errors import ConfigError
 from cdc_airflow.options import AirflowConfig, Notifier, default_timeout_minutes, parse_airflow
 
 TABLES = ["inventory.customers", "inventory.orders"]

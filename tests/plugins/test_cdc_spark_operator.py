@@ -121,7 +121,7 @@ def test_connection_master(base: dict, master: str) -> None:
 def test_job_outcome_follows_the_exit_code_table(code: int, failed: bool, raised: str | None) -> None:
     from airflow.sdk.exceptions import AirflowException
 
-    from cdc.cli_contract import JobResult
+    from cdc.common.cli_contract import JobResult
     from cdc_airflow.spark import job_outcome
 
     result = JobResult(code, {"pipeline": "p"} if code == 0 else None, None if code == 0 else "ERROR [X] why")

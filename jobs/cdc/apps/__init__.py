@@ -16,7 +16,7 @@ def ingest() -> int:
 def maintenance() -> int:
     """``cdc-maintenance``: ``jobs/maintenance.py``, reporting its exit code as the script does."""
     from cdc.apps.maintenance import main
-    from cdc.cli_contract import finish
+    from cdc.common.cli_contract import finish
 
     return finish(main())
 

@@ -23,14 +23,15 @@ from urllib.parse import urlsplit
 from fastavro import parse_schema, schemaless_reader
 from fastavro.read import SchemaResolutionError
 
-from cdc.config import DEFAULT_PLACEHOLDER
-from cdc.decode import Decoder, Sample
+from cdc.common.errors import ConfigError, DecodeError, SchemaRegistryUnavailable
+from cdc.config.model import DEFAULT_PLACEHOLDER
 from cdc.decode.avro_resolve import bytes_defaults
+from cdc.decode.base import Decoder, Sample
+from cdc.decode.connect_types import ConnectField, columns_of, converter, from_avro
 from cdc.decode.envelope import RowPlan, row_plan, to_event
-from cdc.decode.model import TOMBSTONE, Column, Event
-from cdc.errors import ConfigError, DecodeError, SchemaRegistryUnavailable
-from cdc.decode.widening import merge_columns
-from cdc.types import ConnectField, columns_of, converter, from_avro
+from cdc.decode.model import TOMBSTONE, Event
+from cdc.schema.columns import Column
+from cdc.schema.widening import merge_columns
 
 _HEADER = struct.Struct(">bI")
 _KEEP_LOGICAL = {"decimal"}

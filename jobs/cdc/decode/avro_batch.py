@@ -10,7 +10,7 @@ in the reader (dropped at the source), ``int → long`` / ``float → double`` p
 Everything else goes back to the exact per-record path (``leftovers``): writer/reader pairs that need more than that
 (see ``cdc.decode.avro_resolve``), nested/array/geometry/variable-scale/zoned columns, unknown ops, change events
 without their row image, rows missing their key or ordering position (SQL Server LSNs and Oracle SCNs are computed
-by ``cdc.ordering`` itself per row, ``cdc.decode.avro_positions``), explicit ordering values that are not integers
+by ``cdc.positions.ordering`` itself per row, ``cdc.decode.avro_positions``), explicit ordering values that are not integers
 (e.g. SQL Server LSN strings: the cast fails and the group goes back), and any decoding error. Both paths produce
 identical staging rows (``tests/unit/cdc/decode/test_avro_batch*.py``, including a property test over random schema
 histories). One difference: the message key is not decoded here, the key columns come from the row image (Debezium
@@ -29,8 +29,19 @@ from cdc.decode.avro import _HEADER
 from cdc.decode.avro_group import GroupPlan, vector_converter
 from cdc.decode.avro_positions import SOURCE_FIELDS, positions
 from cdc.decode.model import CHANGE, MESSAGE, TOMBSTONE
-from cdc.layout import KAFKA_TS_MS, KIND, OFFSET, OP, PARTITION, SERVER_ID, SOURCE_TS_MS, TOPIC, TS_MS, UNAVAILABLE
-from cdc.regression import NO_SERVER
+from cdc.positions.regression import NO_SERVER
+from cdc.schema.columns import (
+    KAFKA_TS_MS,
+    KIND,
+    OFFSET,
+    OP,
+    PARTITION,
+    SERVER_ID,
+    SOURCE_TS_MS,
+    TOPIC,
+    TS_MS,
+    UNAVAILABLE,
+)
 
 Message = tuple[int, Any, Any, Any]  # (offset, timestamp ms or None, key bytes, value bytes)
 
@@ -169,7 +180,7 @@ def _decode_group(spec: Any, topic: str, partition: int, group: Sequence[Message
 
 
 def _servers(source: pa.StructArray) -> pa.Array:
-    """``cdc.regression.server_identity`` of each ``source.server_id`` (text; NULL for 0 and missing ids)."""
+    """``cdc.positions.regression.server_identity`` of each ``source.server_id`` (text; NULL for 0 and missing ids)."""
     names = {source.type.field(i).name for i in range(source.type.num_fields)}
     if "server_id" not in names:
         return pa.nulls(len(source), pa.string())
@@ -179,7 +190,7 @@ def _servers(source: pa.StructArray) -> pa.Array:
 
 def _ordering(ordering: Any, source: pa.StructArray, table: pa.Table, op: pa.Array, partition: int,
               offsets: Sequence[int]) -> list[pa.Array]:
-    """The ordering columns (``cdc.ordering.Ordering.values``, vectorised): the epoch, then the source position."""
+    """The ordering columns (``cdc.positions.ordering.Ordering.values``, vectorised): the epoch, then the source position."""
     base = _source_ordering(ordering, source, table, op)
     if ordering.epochs is None:
         return base
@@ -195,7 +206,7 @@ def _source_ordering(ordering: Any, source: pa.StructArray, table: pa.Table, op:
 
     if ordering.kind == "postgresql_lsn":
         return [field("lsn").cast(pa.int64())]
-    if ordering.kind == "postgresql":  # (last commit LSN, LSN): see cdc.ordering.last_commit_lsn
+    if ordering.kind == "postgresql":  # (last commit LSN, LSN): see cdc.positions.ordering.last_commit_lsn
         lsn = field("lsn").cast(pa.int64())
         seq = field("sequence").cast(pa.string()) if "sequence" in names else pa.nulls(n, pa.string())
         commit = pc.struct_field(pc.extract_regex(pc.fill_null(seq, ""), r'^\s*\[\s*(?:null|"(?P<c>\d+)")\s*,'),
@@ -204,7 +215,7 @@ def _source_ordering(ordering: Any, source: pa.StructArray, table: pa.Table, op:
         fallback = pc.if_else(pc.equal(op, "r"), pc.subtract(lsn, 1), lsn)
         return [pc.coalesce(commit, fallback), lsn]
     if ordering.kind == "mysql":
-        from cdc.ordering import binlog_file_seq
+        from cdc.positions.ordering import binlog_file_seq
 
         files = field("file").cast(pa.string())
         seq = {f: binlog_file_seq(f) for f in pc.unique(files).drop_null().to_pylist()}

@@ -12,7 +12,7 @@
   ``MongoAvroDecoder`` when the subject's newest value schema is a MongoDB envelope (``is_mongodb_schema``);
   decided once, on the driver, at the first schema-side call, and ``bind`` returns the chosen decoder itself.
 
-Both decoders are decoded record by record: ``FlattenedAvroDecoder.vectorised`` is False, so ``cdc.kafka.read`` never
+Both decoders are decoded record by record: ``FlattenedAvroDecoder.vectorised`` is False, so ``cdc.stage.reader`` never
 hands its records to the vectorised path (which reads ``op``/``source``/``before``/``after`` columns), and
 ``MongoAvroDecoder`` is no ``AvroDecoder`` (documents are JSON text: parsing them is per record anyway).
 """
@@ -24,13 +24,15 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
-from cdc.decode import Decoder, Sample, flattened, mongodb
+from cdc.common.errors import DecodeError
+from cdc.decode import flattened, mongodb
 from cdc.decode.avro import AvroDecoder
+from cdc.decode.base import Decoder, Sample
+from cdc.decode.connect_types import ConnectField, from_avro
 from cdc.decode.envelope import RowPlan, to_event
 from cdc.decode.json import JsonDecoder
-from cdc.decode.model import TOMBSTONE, Column, Event
-from cdc.errors import DecodeError
-from cdc.types import ConnectField, from_avro
+from cdc.decode.model import TOMBSTONE, Event
+from cdc.schema.columns import Column
 
 # the Source struct's Connect name (the connector has always named it "mongo"; "mongodb" accepted too)
 MONGODB_SOURCES = frozenset({"io.debezium.connector.mongo.Source", "io.debezium.connector.mongodb.Source"})

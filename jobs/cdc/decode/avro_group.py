@@ -26,10 +26,10 @@ import pyarrow.compute as pc
 from cdc.decode.avro import _row_struct, _strip_logical
 from cdc.decode.avro_positions import SOURCE_FIELDS
 from cdc.decode.avro_resolve import expanded, reader_defaults, record_fields, resolvable, row_record, same_fields
+from cdc.decode.connect_types import ConnectField, arrow_type, from_avro
 from cdc.decode.envelope import _NOT_TOASTABLE
-from cdc.decode.widening import accepts
-from cdc.ordering import PER_RECORD_KINDS
-from cdc.types import ConnectField, arrow_type, from_avro
+from cdc.positions.ordering import PER_RECORD_KINDS
+from cdc.schema.widening import accepts
 
 VecConv = Callable[[pa.Array], pa.Array]
 
@@ -79,7 +79,7 @@ def vector_converter(f: ConnectField, target: pa.DataType) -> VecConv | None:
 
 def _ordering_fields(ordering: Any) -> tuple[set[str], set[str]]:
     """(source fields, envelope fields) the staging row reads besides the row image."""
-    source, top = {"ts_ms", "server_id"}, {"op", "source", "ts_ms"}  # server_id: cdc.regression
+    source, top = {"ts_ms", "server_id"}, {"op", "source", "ts_ms"}  # server_id: cdc.positions.regression
     if ordering.kind == "postgresql_lsn":
         source.add("lsn")
     elif ordering.kind == "postgresql":

@@ -1,7 +1,7 @@
 """SQL Server and Oracle log positions for the vectorised Avro path (``cdc.decode.avro_batch``).
 
 Their positions are text (hex LSNs ``0000002d:00000a40:0003``, SCN digit strings wider than 63 bits), which Arrow
-compute cannot parse; each row's source fields are handed to ``cdc.ordering.Ordering.values`` itself, so both Avro
+compute cannot parse; each row's source fields are handed to ``cdc.positions.ordering.Ordering.values`` itself, so both Avro
 paths compute the same tuple by the same code. A position that ``values`` refuses is NULL here: the fast path then
 hands that record to the per-record path, which stages it as a dead letter with the exact reason.
 """
@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from cdc.errors import OrderingError
+from cdc.common.errors import OrderingError
 
 # ordering kind → the source fields its position reads (the fast path checks writer and reader agree on them)
 SOURCE_FIELDS = {"sqlserver": ("commit_lsn", "change_lsn", "event_serial_no"), "oracle": ("scn", "commit_scn")}

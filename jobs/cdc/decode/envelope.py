@@ -19,10 +19,19 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pyarrow as pa
 
-from cdc.decode.model import CHANGE, CHANGE_OPS, MESSAGE, TOMBSTONE, TRANSACTION, Column, Event
-from cdc.errors import DecodeError, UnboundColumns
-from cdc.decode.widening import accepts, widens
-from cdc.types import ConnectField, arrow_type, converter, fit_decimal, identity, parse_zoned_timestamp, to_bytes
+from cdc.common.errors import DecodeError, UnboundColumns
+from cdc.decode.connect_types import (
+    ConnectField,
+    arrow_type,
+    converter,
+    fit_decimal,
+    identity,
+    parse_zoned_timestamp,
+    to_bytes,
+)
+from cdc.decode.model import CHANGE, CHANGE_OPS, MESSAGE, TOMBSTONE, TRANSACTION, Event
+from cdc.schema.columns import Column
+from cdc.schema.widening import accepts, widens
 
 _UNWRAP_MARKERS = ("__op", "__deleted", "__table", "__source_ts_ms", "__lsn", "__db")
 

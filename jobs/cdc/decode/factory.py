@@ -13,12 +13,12 @@ avro    flattened    ``FlattenedAvroDecoder`` (per record: ``vectorised = False`
 
 from __future__ import annotations
 
-from cdc.config import PipelineConfig, TableConfig
-from cdc.decode import Decoder
+from cdc.common.errors import ConfigError
+from cdc.config.model import PipelineConfig, TableConfig
 from cdc.decode.avro import AvroDecoder
 from cdc.decode.avro_connectors import AvroByConnector, FlattenedAvroDecoder
+from cdc.decode.base import Decoder
 from cdc.decode.json import JsonDecoder
-from cdc.errors import ConfigError
 
 # schema_registry keys that configure this library, not confluent_kafka's SchemaRegistryClient.
 _STRATEGY_KEYS = ("subject.name.strategy", "subject_strategy")

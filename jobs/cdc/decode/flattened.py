@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from cdc.errors import DecodeError
-from cdc.types import ConnectField
+from cdc.common.errors import DecodeError
+from cdc.decode.connect_types import ConnectField
 
 _ENVELOPE_FIELDS = {"__op": "op", "__ts_ms": "ts_ms"}
 

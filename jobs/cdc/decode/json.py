@@ -22,13 +22,15 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
-from cdc.config import COLUMN_TYPE_NAMES, DECIMAL_COLUMN_TYPE
-from cdc.decode import Decoder, Sample, flattened, mongodb
+from cdc.common.errors import DecodeError
+from cdc.config.model import COLUMN_TYPE_NAMES, DECIMAL_COLUMN_TYPE
+from cdc.decode import flattened, mongodb
+from cdc.decode.base import Decoder, Sample
+from cdc.decode.connect_types import ConnectField, columns_of, converter, from_connect_json
 from cdc.decode.envelope import RowPlan, row_plan, to_event
-from cdc.decode.model import TOMBSTONE, Column, Event
-from cdc.errors import DecodeError
-from cdc.decode.widening import Incompatible, accepts, merge_columns, merge_type
-from cdc.types import ConnectField, columns_of, converter, from_connect_json
+from cdc.decode.model import TOMBSTONE, Event
+from cdc.schema.columns import Column
+from cdc.schema.widening import Incompatible, accepts, merge_columns, merge_type
 
 _INFERRED = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string(),
              dict: pa.string(), list: pa.string()}

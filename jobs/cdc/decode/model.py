@@ -2,7 +2,7 @@
 
 A decoder turns one Kafka record (key bytes, value bytes) into an ``Event``. Values in ``Event.row`` and
 ``Event.key`` are *Arrow-ready*: each value fits ``pa.array([...], type=column.arrow_type)`` for the batch's
-columns (see ``cdc.types`` for the Debezium/Connect → Arrow mapping):
+columns (see ``cdc.decode.connect_types`` for the Debezium/Connect → Arrow mapping):
 
 ==========================  =========================================================
 Arrow type                  Python value
@@ -26,8 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-
 # Event kinds. Only CHANGE events are merged; the others are counted as skipped.
 CHANGE = "change"  # a Debezium change event: op in c, u, d, r, t
 TOMBSTONE = "tombstone"  # Kafka record with a null value (follows a delete, for log compaction)
@@ -36,17 +34,6 @@ TRANSACTION = "tx"  # transaction boundary event (BEGIN / END) on a transaction 
 SKIPPED_KINDS = (TOMBSTONE, MESSAGE, TRANSACTION)
 
 CHANGE_OPS = ("c", "u", "d", "r", "t")
-
-
-@dataclass(frozen=True)
-class Column:
-    """One column of a row image or a key."""
-
-    name: str
-    arrow_type: pa.DataType
-    nullable: bool = True
-    # Debezium/Connect semantic name (e.g. "io.debezium.time.MicroTimestamp"); informative, for docs and errors.
-    logical: str | None = None
 
 
 @dataclass

@@ -27,9 +27,10 @@ import json
 from datetime import datetime, timedelta, timezone
 from typing import Any, Sequence
 
+from cdc.common.errors import DecodeError
 from cdc.decode.envelope import RowPlan, to_event
-from cdc.decode.model import Column, Event
-from cdc.errors import DecodeError
+from cdc.decode.model import Event
+from cdc.schema.columns import Column
 
 KEY = "_id"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

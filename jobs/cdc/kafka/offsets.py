@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping
 
-from cdc.errors import KafkaUnavailable, TopicNotFound
+from cdc.common.errors import KafkaUnavailable, TopicNotFound
 
 _CONSUMER_DEFAULTS = {
     "enable.auto.commit": False,

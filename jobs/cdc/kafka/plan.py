@@ -8,12 +8,21 @@ they carry the newest embedded schema (JSON) and the connector name (for ``order
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from cdc.errors import TerminalError
+from cdc.common.cli_contract import Bounds
+from cdc.common.errors import TerminalError
 from cdc.kafka.offsets import new_consumer, offsets_for_time, partitions, watermarks
-from cdc.kafka.read import Chunk
+
+
+@dataclass(frozen=True)
+class Chunk:
+    topic: str
+    partition: int
+    start: int
+    end: int  # exclusive
+
 
 SAMPLE_WINDOWS = (5, 200, 2000)
 
@@ -27,16 +36,6 @@ class PartitionRange:
     @property
     def size(self) -> int:
         return max(0, self.end - self.start)
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """Explicit backfill bounds for one topic: per-partition offsets and/or timestamps (epoch ms)."""
-
-    start_offsets: Mapping[int, int] = field(default_factory=dict)
-    end_offsets: Mapping[int, int] = field(default_factory=dict)
-    start_ts_ms: int | None = None
-    end_ts_ms: int | None = None
 
 
 def cap_ranges(starts: Mapping[int, int], ends: Mapping[int, int], max_records: int) -> list[PartitionRange]:
@@ -127,7 +126,7 @@ def read_samples(kafka_conf: Mapping[str, Any], topic: str, ranges: list[Partiti
     usable, its newest records are returned anyway (the decoder then reports the problem)."""
     from confluent_kafka import TopicPartition
 
-    from cdc.kafka.read import read_raw
+    from cdc.kafka.consume import read_raw
 
     samples: list[tuple[bytes | None, bytes | None]] = []
     consumer = new_consumer(kafka_conf, **{"auto.offset.reset": "earliest"})
@@ -161,8 +160,8 @@ def find_first(kafka_conf: Mapping[str, Any], topic: str, ranges: list[Partition
     """``(partition, offset)`` of the first record of the ranges (partitions in order) for which ``match(key,
     value)`` is true; None if none is found within ``limit`` records (a partition that stalls for ``timeout``
     seconds is skipped)."""
-    from cdc.errors import KafkaUnavailable
-    from cdc.kafka.ranges import consume_range
+    from cdc.common.errors import KafkaUnavailable
+    from cdc.kafka.consume import consume_range
 
     consumer = new_consumer(kafka_conf, **{"auto.offset.reset": "earliest"})
     left = limit

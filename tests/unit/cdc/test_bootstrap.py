@@ -8,15 +8,15 @@ import json
 import pyarrow as pa
 import pytest
 
-from cdc.bootstrap_config import BootstrapConfig
-from cdc.bootstrap_horizon import Visibility, seen_position
-from cdc.bootstrap_source import (PostgresSnapshot, conninfo, connect_error, probe_source, qualified, session_init,
-                                  split_table)
-from cdc.bootstrap_types import arrow_type_of, column_read, lsn_to_int
-from cdc.config import parse_config
+from cdc.bootstrap.horizon import Visibility, seen_position
+from cdc.bootstrap.postgres import PostgresSnapshot, connect_error, conninfo, qualified, session_init, split_table
+from cdc.bootstrap.postgres_types import arrow_type_of, column_read, lsn_to_int
+from cdc.bootstrap.source import probe_source
+from cdc.common.errors import ConfigError, RetryableError, TerminalError
+from cdc.config.bootstrap import BootstrapConfig
+from cdc.config.load import parse_config
 from cdc.decode.json import JsonDecoder
-from cdc.errors import ConfigError, RetryableError, TerminalError
-from cdc.ledger_model import BOOTSTRAP_MODE, bootstrap_horizon, bootstrap_row, committed_cursor
+from cdc.ledger.model import BOOTSTRAP_MODE, bootstrap_horizon, bootstrap_row, committed_cursor
 
 BASE = {"pipeline": "p", "kafka": {"bootstrap.servers": "k:9092"}, "format": "json",
         "catalog": {"name": "lake", "type": "hadoop", "warehouse": "/tmp/w"}}
@@ -64,7 +64,7 @@ def test_missing_env_secret_is_a_config_error_without_value() -> None:
 
 
 def test_pipeline_with_a_bootstrap_table_needs_the_postgresql_driver() -> None:
-    from cdc import jars
+    from cdc.spark import jars
 
     cfg = parse_config({**BASE, "tables": [{"topic": "t", "target": "ns.t", "bootstrap": {
         "jdbc_url": "jdbc:postgresql://h/db", "source_table": "t"}}]})

@@ -8,13 +8,13 @@ import json
 import pyarrow as pa
 import pytest
 
-from cdc import jars
-from cdc.bootstrap_config import BootstrapConfig
-from cdc.bootstrap_mysql import (arrow_type_of, column_read, horizon_of, split_table, spark_url, url_database)
-from cdc.config import parse_config
+from cdc.bootstrap.mysql import arrow_type_of, column_read, horizon_of, spark_url, split_table, url_database
+from cdc.common.errors import ConfigError, TerminalError
+from cdc.config.bootstrap import BootstrapConfig
+from cdc.config.load import parse_config
 from cdc.decode.json import JsonDecoder
-from cdc.errors import ConfigError, TerminalError
-from cdc.ordering import Ordering
+from cdc.positions.ordering import Ordering
+from cdc.spark import jars
 
 BASE = {"pipeline": "p", "kafka": {"bootstrap.servers": "k:9092"}, "format": "json",
         "catalog": {"name": "lake", "type": "hadoop", "warehouse": "/tmp/w"}}

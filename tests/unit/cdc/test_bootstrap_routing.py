@@ -1,5 +1,5 @@
 """``jobs/bootstrap.py --table`` with ``topic_pattern`` entries: names resolve as for ``jobs/ingest.py``
-(``cdc.routing.resolve_pipeline``); a table of a pattern entry is refused naming the entry (no database, no broker)."""
+(``cdc.kafka.topics.resolve_pipeline``); a table of a pattern entry is refused naming the entry (no database, no broker)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cdc.config import parse_config
-from cdc.errors import ConfigError
+from cdc.common.errors import ConfigError
+from cdc.config.load import parse_config
 
 REPO = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("cdc_bootstrap_job", REPO / "jobs" / "bootstrap.py")
@@ -56,7 +56,7 @@ def test_a_pattern_entry_with_a_bootstrap_section_is_refused():
 
 
 def test_a_pattern_resolved_name_with_an_unreachable_broker_is_a_transient_error():
-    from cdc.errors import KafkaUnavailable
+    from cdc.common.errors import KafkaUnavailable
 
     c = parse_config({**BASE, "batch": {"read_timeout_seconds": 1}, "tables": [PATTERN, EXPLICIT]}, "p.yaml")
     with pytest.raises(KafkaUnavailable, match="cannot list the broker's topics"):

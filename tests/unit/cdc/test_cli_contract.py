@@ -1,4 +1,4 @@
-"""The job's command-line contract (cdc.cli_contract): timestamps, offsets, exit codes, result file, and how
+"""The job's command-line contract (cdc.common.cli_contract): timestamps, offsets, exit codes, result file, and how
 jobs/ingest.py turns its flags into one explicit ``BackfillBounds``."""
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cdc import cli_contract as cli
-from cdc import errors
-from cdc.cli_contract import ArgumentError, BackfillBounds, ExitCode, JobResult
-from cdc.kafka.plan import Bounds
+from cdc.common import cli_contract as cli
+from cdc.common import errors
+from cdc.common.cli_contract import ArgumentError, BackfillBounds, Bounds, ExitCode, JobResult
 
 REPO = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("cdc_ingest_job", REPO / "jobs" / "ingest.py")
@@ -85,7 +84,7 @@ def test_result_file_round_trip(tmp_path: Path) -> None:
 
 
 def test_contract_module_is_pure() -> None:
-    code = ("import sys; sys.path.insert(0, 'jobs'); import cdc.cli_contract; "
+    code = ("import sys; sys.path.insert(0, 'jobs'); import cdc.common.cli_contract; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'confluent_kafka', 'yaml')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -1,7 +1,7 @@
 import pytest
 
-from cdc.config import load_config, parse_config
-from cdc.errors import ConfigError
+from cdc.common.errors import ConfigError
+from cdc.config.load import load_config, parse_config
 
 BASE = {
     "pipeline": "inventory",

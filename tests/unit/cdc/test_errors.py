@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cdc.errors import TopicNotFound, one_line
+from cdc.common.errors import TopicNotFound, one_line
 
 
 def test_type_and_first_non_empty_line():

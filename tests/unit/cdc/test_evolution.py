@@ -5,10 +5,10 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from cdc.decode.model import Column
-from cdc.errors import SchemaEvolutionError
-from cdc.evolution import (ADD, WIDEN, Change, Incompatible, evolution_error, merge_type, offends, plan, sql_type,
-                           table_changes)
+from cdc.common.errors import SchemaEvolutionError
+from cdc.schema.columns import Column
+from cdc.schema.evolution import evolution_error, offends, plan, sql_type, table_changes
+from cdc.schema.widening import ADD, WIDEN, Change, Incompatible, merge_type
 
 I32, I64, F32, F64, S = pa.int32(), pa.int64(), pa.float32(), pa.float64(), pa.string()
 TABLE = [Column("id", I64, False), Column("qty", I32), Column("price", pa.decimal128(10, 2)), Column("w", F32),

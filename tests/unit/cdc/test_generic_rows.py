@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from cdc.generic_rows import micros, parse
+from cdc.iceberg.generic_rows import micros, parse
 
 
 def test_rows_come_back_by_column_name_with_nulls_and_filter_columns_dropped():

@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from cdc.config import parse_config
-from cdc.errors import BadRecordError, ConcurrentRunError, ConfigError
-from cdc.group import error_lines, exit_code_of, run_isolated, worst_exit_code
+from cdc.common.errors import BadRecordError, ConcurrentRunError, ConfigError
+from cdc.config.load import parse_config
+from cdc.run.group import error_lines, exit_code_of, run_isolated, worst_exit_code
 
 
 def cfg(concurrency: int = 1, n: int = 4):

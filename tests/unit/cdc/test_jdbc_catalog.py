@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from cdc import jars
-from cdc.config import parse_config
-from cdc.errors import ConfigError
-from cdc.session import catalog_conf, session_conf
-from cdc.sql_catalog import pyiceberg_properties, redact_url, sqlalchemy_url
+from cdc.common.errors import ConfigError
+from cdc.config.load import parse_config
+from cdc.iceberg.sql_catalog import pyiceberg_properties, redact_url, sqlalchemy_url
+from cdc.spark import jars
+from cdc.spark.session import catalog_conf, session_conf
 
 URI = "jdbc:postgresql://db.internal:5433/iceberg"
 
@@ -138,8 +138,8 @@ def test_pyiceberg_properties_open_the_same_catalog_read_only() -> None:
 
 
 def test_jdbc_catalog_failures_are_named_retryable_or_terminal() -> None:
-    from cdc.catalog_errors import classify
-    from cdc.errors import CatalogError, CatalogUnavailable
+    from cdc.common.errors import CatalogError, CatalogUnavailable
+    from cdc.iceberg.failures import classify
 
     refused = ("py4j.protocol.Py4JJavaError: An error occurred while calling o40.sql.\n"
                ": org.apache.iceberg.jdbc.UncheckedSQLException: Failed to connect: "
@@ -163,7 +163,7 @@ def test_jdbc_catalog_failures_are_named_retryable_or_terminal() -> None:
 
 
 def test_catalog_schema_race_on_a_fresh_database_is_retryable() -> None:
-    from cdc.catalog_errors import classify
+    from cdc.iceberg.failures import classify
 
     race = (": org.apache.iceberg.jdbc.UncheckedSQLException: Cannot check and eventually update SQL schema\n"
             "Caused by: org.postgresql.util.PSQLException: ERROR: column \"iceberg_type\" of relation "

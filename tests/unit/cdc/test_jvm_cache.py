@@ -1,11 +1,11 @@
-"""``cdc.jvm_cache``: which archive a job's JVM maps or writes, and when it runs without one."""
+"""``cdc.spark.jvm_cache``: which archive a job's JVM maps or writes, and when it runs without one."""
 
 from __future__ import annotations
 
 import os
 
-from cdc import jvm_cache
-from cdc.jvm_cache import ClassCache, cache_key, class_cache, with_cache
+from cdc.spark import jvm_cache
+from cdc.spark.jvm_cache import ClassCache, cache_key, class_cache, with_cache
 
 CONF = {"spark.master": "local[*]", "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from cdc.lease import LeaseKeeper, renewal_interval
+from cdc.ledger.lease import LeaseKeeper, renewal_interval
 
 
 @pytest.mark.parametrize("lease, interval", [(3600, 1200), (15, 5), (2, 1.0), (0, None)])

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from cdc.ledger import LedgerRange, table_state, with_claim
+from cdc.ledger.state import LedgerRange, table_state, with_claim
 
 
 def row(batch: int, status: str, mode: str = "incremental", topic: str = "t", partition: int = 0, end: int = 0,

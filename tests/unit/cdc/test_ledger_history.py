@@ -1,11 +1,11 @@
-"""``cdc.ledger_history.older_than``: how many snapshots of a time-ordered log are older than the cutoff."""
+"""``cdc.ledger.expiry.older_than``: how many snapshots of a time-ordered log are older than the cutoff."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cdc.ledger_history import expirable, older_than
+from cdc.ledger.expiry import expirable, older_than
 
 
 def test_counts_the_entries_strictly_older_than_the_cutoff():

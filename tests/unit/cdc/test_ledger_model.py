@@ -1,7 +1,7 @@
 """The committed-cursor rule (pure) and the cursor reset's plan."""
 
-from cdc.ledger_model import FORGOTTEN, committed_cursor, cursor_sql, newest_positions
-from cdc.reset import cursor_moves
+from cdc.ledger.model import FORGOTTEN, committed_cursor, cursor_sql, newest_positions
+from cdc.run.reset import cursor_moves
 
 
 def row(batch, part, end, mode="incremental", status="committed", topic="t", table="a.b"):
@@ -36,7 +36,7 @@ def test_newest_positions_per_partition_epoch_positions_win():
 
 
 def test_known_servers_per_partition_none_recorded_is_absent():
-    from cdc.ledger_model import known_servers
+    from cdc.ledger.model import known_servers
 
     rows = [{"partition": 0, "server_ids": '["1"]'}, {"partition": 0, "server_ids": '["2", "1"]'},
             {"partition": 1, "server_ids": None}, {"partition": 2, "server_ids": "[]"}, {"partition": 3}]

@@ -1,11 +1,11 @@
-"""The ledger's rows as values and as SQL (``cdc.ledger_write``), pure."""
+"""The ledger's rows as values and as SQL (``cdc.ledger.write``), pure."""
 
 from __future__ import annotations
 
 import json
 
-from cdc.ledger_state import LedgerRange
-from cdc.ledger_write import Held, claim_rows, commit_values, held_rows, rows_sql, sql_value
+from cdc.ledger.state import LedgerRange
+from cdc.ledger.write import Held, claim_rows, commit_values, held_rows, rows_sql, sql_value
 
 
 def test_sql_value_follows_the_column_s_type():

@@ -1,4 +1,4 @@
-"""``cdc.localfs``: the settings it adds (pure) and its fallbacks. Building the jar for real (Janino) and using it
+"""``cdc.spark.localfs``: the settings it adds (pure) and its fallbacks. Building the jar for real (Janino) and using it
 from a JVM is ``tests/integration/test_localfs.py``."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from cdc import localfs
-from cdc.localfs import CLASS, CLASSPATH_KEY, IMPL_KEY, with_local_fs
+from cdc.spark import localfs
+from cdc.spark.localfs import CLASS, CLASSPATH_KEY, IMPL_KEY, with_local_fs
 
 
 def test_the_jar_goes_first_on_the_driver_classpath_and_names_the_file_system() -> None:

@@ -1,8 +1,17 @@
 """The MERGE contract as SQL text. Behaviour on real tables is covered in tests/integration/test_merge_rules.py."""
 
-from cdc.merge import (MergeSpec, classify_sql, merge_target_sql, merge_tombstones_sql, moved_toast_sql, newer_sql,
-                       newest_sql, truncate_sql)
-from cdc.sql import q, tuple_cmp_literal, tuple_gt
+from cdc.common.sql import q
+from cdc.merge.sql import (
+    MergeSpec,
+    classify_sql,
+    merge_target_sql,
+    merge_tombstones_sql,
+    moved_toast_sql,
+    newer_sql,
+    newest_sql,
+    truncate_sql,
+)
+from cdc.positions.sql import tuple_cmp_literal, tuple_gt
 
 SPEC = MergeSpec(target="lake.inv.customers", staging="lake.meta.staging__inv__customers",
                  tombstones="lake.meta.tombstones__inv__customers", batch_id=7, key=("id",),
@@ -148,7 +157,7 @@ def test_located_tombstones_name_the_file_and_row_of_each_keys_tombstone_also_th
 
 
 def test_a_located_target_names_each_rows_file_and_position_in_the_classification():
-    """``locate_target`` (``cdc.target_write``): the target joined as a query of the table alone with its ``_file``
+    """``locate_target`` (``cdc.merge.target_write``): the target joined as a query of the table alone with its ``_file``
     and ``_pos``, also when cut to the batch's keys; the tombstones' join is untouched."""
     from dataclasses import replace
 
@@ -161,7 +170,7 @@ def test_a_located_target_names_each_rows_file_and_position_in_the_classificatio
 
 
 def test_the_merges_insert_writes_the_insert_values():
-    from cdc.merge import insert_values
+    from cdc.merge.sql import insert_values
 
     values = insert_values(SPEC)
     assert [c for c, _ in values] == ["id", "name", "bio", "__lsn", "__op", "__source_ts_ms", "__kafka_partition",
@@ -173,12 +182,12 @@ def test_the_merges_insert_writes_the_insert_values():
 
 
 def test_one_task_reads_batch_target_and_tombstones_as_one_partition_each_and_hash_joins_them():
-    """``one_task`` (``cdc.merge.relation``): every table the classification reads is coalesced to one partition and
+    """``one_task`` (``cdc.merge.sql.relation``): every table the classification reads is coalesced to one partition and
     both joins are hinted as shuffled hash joins (so Spark neither shuffles nor broadcasts); located columns stay
     named in the same query; without it the text is as before."""
     from dataclasses import replace
 
-    from cdc.merge import changes_sql
+    from cdc.merge.sql import changes_sql
 
     one = replace(SPEC, one_task=True, locate_target=True)
     sql = classify_sql(one, "NEWEST")

@@ -1,13 +1,14 @@
-"""Write modes: config, mode choice for keyless tables, and the SQL builders' identities (cdc.modes)."""
+"""Write modes: config, mode choice for keyless tables, and the SQL builders' identities (cdc.merge.modes)."""
 
 from __future__ import annotations
 
 import pytest
 
-from cdc.config import parse_config
-from cdc.errors import ConfigError
-from cdc.modes import ModeSpec, append, scd2
-from cdc.modes.runner import effective_mode
+from cdc.common.errors import ConfigError
+from cdc.config.load import parse_config
+from cdc.merge.modes import append, scd2
+from cdc.merge.modes.runner import effective_mode
+from cdc.merge.modes.spec import ModeSpec
 
 
 def cfg(**table):

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from cdc.errors import OrderingError
-from cdc.ordering import Ordering, binlog_file_seq, from_columns, resolve
+from cdc.common.errors import OrderingError
+from cdc.positions.ordering import Ordering, binlog_file_seq, from_columns, resolve
 
 
 def test_postgres_orders_by_commit_then_lsn():
@@ -90,11 +90,11 @@ def test_ordering_epochs_follow_the_kafka_offsets_where_each_epoch_started():
 
 
 def _far_back(kind, lead, hi, pos, partition=0):
-    """Evaluate ``cdc.regression.far_back_sql`` on one staged record (sqlite reads Spark's backtick quoting)."""
+    """Evaluate ``cdc.positions.regression.far_back_sql`` on one staged record (sqlite reads Spark's backtick quoting)."""
     import sqlite3
 
-    from cdc.ordering import Ordering
-    from cdc.regression import far_back_sql
+    from cdc.positions.ordering import Ordering
+    from cdc.positions.regression import far_back_sql
 
     cols = Ordering(kind, epochs=((0, ()),) if lead else None).columns
     pred = far_back_sql(kind, cols, lead, {partition: hi})
@@ -125,7 +125,7 @@ def test_scenario_05_position_regressions_are_detected_far_below_only():
 def test_scenario_05_the_cheap_pre_check_never_misses_what_the_sql_finds(kind):
     import random
 
-    from cdc.regression import could_fall
+    from cdc.positions.regression import could_fall
 
     rng = random.Random(5)
     for _ in range(400):
@@ -137,7 +137,7 @@ def test_scenario_05_the_cheap_pre_check_never_misses_what_the_sql_finds(kind):
 
 
 def test_scenario_05_highest_position_is_the_committed_or_the_batchs_newest():
-    from cdc.regression import highest
+    from cdc.positions.regression import highest
 
     assert highest({0: (12, 5, 0), 1: None}, {0: (11, 9, 0), 1: (3, 1, 0), 2: (4, 4, 0)}, 3) == \
         {0: (12, 5, 0), 1: (3, 1, 0), 2: (4, 4, 0)}
@@ -148,7 +148,7 @@ def test_scenario_05_a_partition_without_committed_changes_is_judged_against_the
     """Soak seed 220: a partition that committed nothing takes the table's highest position (positions of a shorter,
     pre-epoch width belong to epoch 0) and every server id committed from any partition; partitions that committed
     keep their own, and a table that committed nothing has nothing to judge by."""
-    from cdc.regression import judged_by_table
+    from cdc.positions.regression import judged_by_table
 
     previous, known = {0: (5, 100), 1: (9,)}, {0: {"1"}, 1: {"2"}}
     assert judged_by_table([1, 2, 3], previous, known, 2) == (
@@ -162,9 +162,9 @@ def test_scenario_05_a_partition_without_committed_changes_is_judged_against_the
 
 
 def test_scenario_05_a_raised_epoch_starts_where_positions_fell_else_the_batch_is_refused():
-    from cdc.errors import PositionRegression
-    from cdc.ordering import Ordering
-    from cdc.regression import PENDING, settle
+    from cdc.common.errors import PositionRegression
+    from cdc.positions.ordering import Ordering
+    from cdc.positions.regression import PENDING, settle
 
     hi = {0: (0, 12, 1000, 0), 1: (0, 12, 1100, 0)}
     raised = Ordering("mysql").with_epoch(1, {0: PENDING, 1: PENDING})
@@ -182,8 +182,8 @@ def test_scenario_05_a_raised_epoch_starts_where_positions_fell_else_the_batch_i
 
 
 def test_scenario_05_a_server_never_seen_in_the_partition_below_what_it_reached_is_a_failover():
-    """The server rule (cdc.regression): a failover to a replica only slightly behind is no far fall."""
-    from cdc.regression import Fall, new_server_falls
+    """The server rule (cdc.positions.regression): a failover to a replica only slightly behind is no far fall."""
+    from cdc.positions.regression import Fall, new_server_falls
 
     known, previous = {0: {"1"}}, {0: (12, 900, 0)}
 
@@ -210,7 +210,7 @@ def test_scenario_05_a_server_never_seen_in_the_partition_below_what_it_reached_
 
 
 def test_scenario_05_server_ids_are_staged_as_text_without_snapshot_zeros_and_new_ones_found_per_partition():
-    from cdc.regression import server_identity, unknown_servers
+    from cdc.positions.regression import server_identity, unknown_servers
 
     assert [server_identity(v) for v in (223344, "7", 0, "0", None, "")] == ["223344", "7", None, None, None, None]
     assert unknown_servers({0: ("1", "2"), 1: ("1",), 2: None, 3: (), 4: ("5",)}, {0: {"1"}, 1: {"1"}, 3: {"9"}}) == \
@@ -218,9 +218,9 @@ def test_scenario_05_server_ids_are_staged_as_text_without_snapshot_zeros_and_ne
 
 
 def test_scenario_05_a_new_server_below_is_refused_naming_it_or_starts_the_raised_epoch_there():
-    from cdc.errors import PositionRegression
-    from cdc.ordering import Ordering
-    from cdc.regression import PENDING, Fall, settle
+    from cdc.common.errors import PositionRegression
+    from cdc.positions.ordering import Ordering
+    from cdc.positions.regression import PENDING, Fall, settle
 
     with pytest.raises(PositionRegression, match=r"partition 0 offset 7: .*server_id 2 .*never seen.*\[12, 500, 0\]"
                        r".*\[12, 900, 0\].*ordering_epoch to 1"):
@@ -345,7 +345,7 @@ def test_mongodb_orders_by_oplog_seconds_then_ord():
 
 
 def test_from_columns_recognises_connector_orderings_and_is_meta_knows_their_columns():
-    from cdc.layout import is_meta
+    from cdc.schema.columns import is_meta
 
     for kind in ("sqlserver", "oracle", "mongodb"):
         cols = Ordering(kind).columns
@@ -358,7 +358,7 @@ def test_from_columns_recognises_connector_orderings_and_is_meta_knows_their_col
 def test_a_batch_s_ordering_is_the_setting_else_the_table_s_else_the_newest_sampled_change_s_connector():
     """``sampled_ordering`` with the real JSON decoder over real MySQL 2.7.0 samples (key and value)."""
     from cdc.decode.json import JsonDecoder
-    from cdc.ordering import sampled_ordering
+    from cdc.positions.ordering import sampled_ordering
 
     folder = FIXTURES / "mysql"
     if not folder.exists():

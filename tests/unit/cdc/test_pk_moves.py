@@ -5,10 +5,19 @@ from dataclasses import replace
 
 import pyarrow as pa
 
-from cdc.layout import IMAGE, MOVED, NEW_KEY, OLD_KEY, STAGING_FIXED, moved_column, staged_row_columns, staging_columns
-from cdc.decode.model import Column
-from cdc.merge import MergeSpec, changes_sql, classify_sql, merge_target_sql, merge_tombstones_sql, newest_sql
-from cdc.pk_moves import delete_images_sql, fill_moved_sql, image_sql
+from cdc.merge.pk_moves import delete_images_sql, fill_moved_sql, image_sql
+from cdc.merge.sql import MergeSpec, changes_sql, classify_sql, merge_target_sql, merge_tombstones_sql, newest_sql
+from cdc.schema.columns import (
+    IMAGE,
+    MOVED,
+    NEW_KEY,
+    OLD_KEY,
+    STAGING_FIXED,
+    Column,
+    moved_column,
+    staged_row_columns,
+    staging_columns,
+)
 
 SPEC = MergeSpec(target="lake.inv.customers", staging="lake.meta.staging__inv__customers",
                  tombstones="lake.meta.tombstones__inv__customers", batch_id=7, key=("id",),
@@ -77,8 +86,8 @@ class _Decoder:
 def test_header_keys_are_decoded_like_message_keys_into_change_rows_only():
     import json
 
-    from cdc.kafka import headers
-    from cdc.tables import arrow_schema
+    from cdc.schema.columns import arrow_schema
+    from cdc.stage import headers
 
     class Spec:
         decoder = _Decoder()
@@ -101,12 +110,12 @@ def test_header_keys_are_decoded_like_message_keys_into_change_rows_only():
 def test_avro_header_keys_are_staged_identically_by_both_avro_paths():
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
-    from cdc.config import parse_config
+    from cdc.config.load import parse_config
     from cdc.decode.factory import make_decoder
-    from cdc.kafka import headers
-    from cdc.kafka.read import ReadSpec, stage_messages
-    from cdc.ordering import Ordering
-    from cdc.tables import arrow_schema
+    from cdc.positions.ordering import Ordering
+    from cdc.schema.columns import arrow_schema
+    from cdc.stage import headers
+    from cdc.stage.reader import ReadSpec, stage_messages
     from devtools.debezium import AvroSerializer, ChangeEventGenerator, GeneratorConfig
     from devtools.debezium.model import Record
     from devtools.registry import LocalSchemaRegistry
@@ -146,7 +155,7 @@ def test_avro_header_keys_are_staged_identically_by_both_avro_paths():
 
 def test_connects_default_header_text_is_understood_for_integer_and_string_keys():
     """Kafka Connect's SimpleHeaderConverter (the default header.converter) writes Struct headers as text."""
-    from cdc.kafka.headers import connect_text_key
+    from cdc.stage.headers import connect_text_key
 
     ints = pa.struct([pa.field("id", pa.int64())])
     both = pa.struct([pa.field("tenant", pa.string()), pa.field("id", pa.int32())])

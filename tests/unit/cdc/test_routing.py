@@ -1,12 +1,13 @@
-"""Topic routing (``cdc.routing``): pattern entries + the broker's topic names → concrete tables."""
+"""Topic routing (``cdc.config.routing``): pattern entries + the broker's topic names → concrete tables."""
 
 import re
 
 import pytest
 
-from cdc.config import parse_config
-from cdc.errors import ConfigError
-from cdc.routing import render, resolve, resolve_pipeline, sanitise
+from cdc.common.errors import ConfigError
+from cdc.config.load import parse_config
+from cdc.config.routing import render, resolve, sanitise
+from cdc.kafka.topics import resolve_pipeline
 
 BASE = {
     "pipeline": "inventory",

@@ -1,4 +1,4 @@
-"""The pure half of ``cdc.row_commit``: rows as Iceberg single-value JSON, timestamps as ISO text."""
+"""The pure half of ``cdc.iceberg.row_commit``: rows as Iceberg single-value JSON, timestamps as ISO text."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from cdc.row_commit import iso_micros, rows_json
+from cdc.iceberg.row_commit import iso_micros, rows_json
 
 
 def test_iso_micros_keeps_every_microsecond_in_utc():
@@ -30,7 +30,7 @@ def test_rows_json_refuses_a_column_the_table_does_not_have():
 
 
 def test_positions_go_to_the_jvm_as_lines_and_a_path_with_a_line_break_is_not_sent_so():
-    from cdc.row_commit import positions_text
+    from cdc.iceberg.row_commit import positions_text
 
     assert positions_text([("s3://b/data/a b.parquet", 0), ("file:/w/x.parquet", 12)]) == \
         "0 s3://b/data/a b.parquet\n12 file:/w/x.parquet"

@@ -1,9 +1,9 @@
-"""Spark/Py4J error text → our error classes and one-line messages (cdc.outcome.unwrap_task_error)."""
+"""Spark/Py4J error text → our error classes and one-line messages (cdc.run.outcome.unwrap_task_error)."""
 
 from __future__ import annotations
 
-from cdc import errors
-from cdc.outcome import unwrap_task_error
+from cdc.common import errors
+from cdc.run.outcome import unwrap_task_error
 
 PY4J = """An error occurred while calling o56.sql.
 : org.apache.iceberg.exceptions.RuntimeIOException: Create namespace failed: meta_1

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from cdc import jars
-from cdc.config import parse_config
-from cdc.session import LOCAL_DRIVER_JAVA_OPTIONS, LOCAL_SPARK_CONF, effective_master, is_local, session_conf
+from cdc.config.load import parse_config
+from cdc.spark import jars
+from cdc.spark.session import LOCAL_DRIVER_JAVA_OPTIONS, LOCAL_SPARK_CONF, effective_master, is_local, session_conf
 
 
 def cfg(spark: dict[str, str] | None = None, catalog: dict[str, object] | None = None):
@@ -102,7 +102,7 @@ def test_jar_set_follows_catalog_and_warehouse() -> None:
 
 
 def test_submitted_master_starts_no_jvm_outside_spark_submit() -> None:
-    from cdc.session import submitted_master
+    from cdc.spark.session import submitted_master
 
     assert submitted_master({}) is None
     assert submitted_master({"SPARK_ENV_LOADED": "1"}) is None  # spark's env scripts ran, but no JVM is up
@@ -110,7 +110,7 @@ def test_submitted_master_starts_no_jvm_outside_spark_submit() -> None:
 
 def test_wheels_of_py_files_are_shipped_again_as_zips() -> None:
     """PySpark puts only .zip/.egg/.jar py-files on executors' sys.path: a wheel needs a .zip twin."""
-    from cdc.session import wheel_zips
+    from cdc.spark.session import wheel_zips
 
     assert wheel_zips("/b/cdc_iceberg-0.1.0-py3-none-any.whl,/b/x.zip, file:/c/other-1.0-py3-none-any.WHL,") == [
         ("/b/cdc_iceberg-0.1.0-py3-none-any.whl", "cdc_iceberg-0.1.0-py3-none-any.zip"),
@@ -121,8 +121,8 @@ def test_wheels_of_py_files_are_shipped_again_as_zips() -> None:
 def test_result_locations_plain_files_and_uris(tmp_path) -> None:
     """cdc.results: paths and file: URIs are plain files (atomic), other schemes go through pyarrow.fs; one location
     per task try. Object stores are not reachable here: only their classification is tested."""
-    from cdc import cli_contract as cli
-    from cdc import results
+    from cdc.common import cli_contract as cli
+    from cdc.common import result_file as results
 
     loc = results.result_location(f"file://{tmp_path}/res/", "cdc_demo", "manual__2026-01-01T00:00:00+00:00",
                                   "ingest", "inventory.customers", 2)
@@ -144,7 +144,7 @@ def test_maven_urls_of_the_jar_set() -> None:
 
 
 def test_python_workers_use_this_interpreter_only_locally() -> None:
-    from cdc.session import python_env
+    from cdc.spark.session import python_env
 
     assert python_env("local[2]", "/venv/bin/python") == {"PYSPARK_PYTHON": "/venv/bin/python",
                                                           "PYSPARK_DRIVER_PYTHON": "/venv/bin/python"}
@@ -158,7 +158,7 @@ def test_preloaded_modules_wait_for_the_jvm_gateway_then_are_imported() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, time; from pyspark import SparkContext; from cdc.session import JOB_MODULES, preload_modules; "
+    code = ("import sys, time; from pyspark import SparkContext; from cdc.spark.session import JOB_MODULES, preload_modules; "
             "t = preload_modules(('no_such_module_xyz', *JOB_MODULES)); time.sleep(1.0); "
             "early = [m for m in JOB_MODULES if m in sys.modules]; "
             "SparkContext._gateway = object(); t.join(60); "

@@ -1,4 +1,4 @@
-"""Target table layout (cdc.table_layout): parsing at config load, column checks, and the pure diffing that keeps
+"""Target table layout (cdc.config.table_layout): parsing at config load, column checks, and the pure diffing that keeps
 later runs idempotent. The statements themselves run against real Iceberg in tests/integration/test_table_layout.py."""
 
 import json
@@ -6,12 +6,23 @@ import json
 import pyarrow as pa
 import pytest
 
-from cdc.config import parse_config
-from cdc.decode.model import Column
-from cdc.errors import ConfigError
-from cdc.snapshot_summary import batch_summary
-from cdc.table_layout import (REQUIRED_PROPERTIES, SortTerm, Term, check_columns, parse_layout, parse_sort_term,
-                              parse_term, partition_changes, partitioning_of, property_changes, sort_order_text)
+from cdc.common.errors import ConfigError
+from cdc.config.load import parse_config
+from cdc.config.table_layout import (
+    REQUIRED_PROPERTIES,
+    SortTerm,
+    Term,
+    check_columns,
+    parse_layout,
+    parse_sort_term,
+    parse_term,
+    partition_changes,
+    partitioning_of,
+    property_changes,
+    sort_order_text,
+)
+from cdc.iceberg.snapshot_summary import batch_summary
+from cdc.schema.columns import Column
 
 BASE = {
     "pipeline": "inventory", "kafka": {"bootstrap.servers": "127.0.0.1:9092"}, "format": "json",

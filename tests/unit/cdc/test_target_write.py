@@ -1,4 +1,4 @@
-"""``cdc.target_write``'s pure parts: which targets and batches qualify, the rows it writes and the rows it replaces.
+"""``cdc.merge.target_write``'s pure parts: which targets and batches qualify, the rows it writes and the rows it replaces.
 The write itself runs on real Spark + Iceberg in tests/integration/test_target_write.py (and every small batch of
 the integration suite goes through it)."""
 
@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from cdc.merge import MergeSpec, insert_values
-from cdc.target_write import TargetFacts, ineligible, replaced_rows, widens, written_sql
+from cdc.merge.sql import MergeSpec, insert_values
+from cdc.merge.target_write import TargetFacts, ineligible, replaced_rows, widens, written_sql
 
 SPEC = MergeSpec(target="lake.inv.t", staging="lake.meta.s", tombstones="lake.meta.d", batch_id=3, key=("id",),
                  columns=("id", "v"), ordering=("__lsn",), locate_target=True)

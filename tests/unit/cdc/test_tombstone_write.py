@@ -1,11 +1,11 @@
-"""``cdc.tombstone_write``'s pure parts: which keys qualify and the rows of a row delta. The write itself runs on
+"""``cdc.merge.tombstone_write``'s pure parts: which keys qualify and the rows of a row delta. The write itself runs on
 real Spark + Iceberg in tests/integration/test_merge_rules.py and tests/integration/test_row_commit.py."""
 
 import pyarrow as pa
 
-from cdc.decode.model import Column
-from cdc.merge import MergeSpec
-from cdc.tombstone_write import simple_key, tombstone_rows
+from cdc.merge.sql import MergeSpec
+from cdc.merge.tombstone_write import simple_key, tombstone_rows
+from cdc.schema.columns import Column
 
 SPEC = MergeSpec(target="lake.inv.t", staging="lake.meta.s", tombstones="lake.meta.d", batch_id=3, key=("a", "b"),
                  columns=("a", "b", "v"), ordering=("__lsn",), locate_tombstones=True)

@@ -9,9 +9,18 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from cdc.errors import DecodeError
-from cdc.types import (GEOMETRY_TYPE, ConnectField, arrow_type, converter, days_from_civil, from_avro,
-                       from_connect_json, identity, parse_zoned_timestamp)
+from cdc.common.errors import DecodeError
+from cdc.decode.connect_types import (
+    GEOMETRY_TYPE,
+    ConnectField,
+    arrow_type,
+    converter,
+    days_from_civil,
+    from_avro,
+    from_connect_json,
+    identity,
+    parse_zoned_timestamp,
+)
 from tests.unit.cdc.decode import samples
 
 US = 1_000_000

@@ -1,8 +1,8 @@
 """Hand-built Debezium Avro schema histories, staged through both Avro paths (vectorised and per-record).
 
 Schemas go through the real test schema registry (``devtools.registry``); messages are Confluent wire format
-(offset, timestamp, key, value) tuples as the Kafka reader hands them to ``cdc.kafka.read.stage_messages``. The batch
-columns are planned the way the job plans them (``cdc.evolution.plan`` of the table's existing columns and the
+(offset, timestamp, key, value) tuples as the Kafka reader hands them to ``cdc.stage.reader.stage_messages``. The batch
+columns are planned the way the job plans them (``cdc.schema.evolution.plan`` of the table's existing columns and the
 subject's newest schema), so columns dropped at the source are still bound.
 """
 
@@ -17,13 +17,12 @@ import fastavro
 import pyarrow as pa
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
-from cdc import evolution
-from cdc.config import parse_config
+from cdc.config.load import parse_config
 from cdc.decode.factory import make_decoder
-from cdc.decode.model import Column
-from cdc.kafka.read import ReadSpec, stage_messages
-from cdc.ordering import Ordering
-from cdc.tables import arrow_schema, staging_columns
+from cdc.positions.ordering import Ordering
+from cdc.schema import evolution
+from cdc.schema.columns import Column, arrow_schema, staging_columns
+from cdc.stage.reader import ReadSpec, stage_messages
 
 PLACEHOLDER = "__debezium_unavailable_value"
 Message = tuple[int, int | None, bytes | None, bytes | None]

@@ -11,9 +11,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from cdc.common.errors import DecodeError, SchemaRegistryUnavailable
 from cdc.decode.avro import AvroDecoder, RegistrySource, StaticSource
-from cdc.decode.model import CHANGE, TOMBSTONE, Column
-from cdc.errors import DecodeError, SchemaRegistryUnavailable
+from cdc.decode.model import CHANGE, TOMBSTONE
+from cdc.schema.columns import Column
 from tests.unit.cdc.decode import samples
 from tests.unit.cdc.decode.samples import wire
 

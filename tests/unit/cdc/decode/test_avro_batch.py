@@ -12,12 +12,12 @@ import pyarrow as pa
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
-from cdc.config import parse_config
+from cdc.config.load import parse_config
 from cdc.decode.avro_batch import container, stage_avro
 from cdc.decode.factory import make_decoder
-from cdc.kafka.read import ReadSpec, stage_messages
-from cdc.ordering import Ordering
-from cdc.tables import arrow_schema, staging_columns
+from cdc.positions.ordering import Ordering
+from cdc.schema.columns import arrow_schema, staging_columns
+from cdc.stage.reader import ReadSpec, stage_messages
 from devtools.debezium import AvroSerializer, ChangeEventGenerator, GeneratorConfig
 from devtools.debezium.model import Column as SourceColumn
 from devtools.registry import LocalSchemaRegistry

@@ -21,12 +21,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cdc import evolution
 from cdc.decode.avro import _row_struct
-from cdc.types import columns_of, from_avro
+from cdc.decode.connect_types import columns_of, from_avro
+from cdc.schema import evolution
 from devtools.registry import LocalSchemaRegistry
-from tests.unit.cdc.decode.avro_history import (PLACEHOLDER, envelope, first_difference, key_schema, pg_source,
-                                                register, stage_both, wire)
+from tests.unit.cdc.decode.avro_history import (
+    PLACEHOLDER,
+    envelope,
+    first_difference,
+    key_schema,
+    pg_source,
+    register,
+    stage_both,
+    wire,
+)
 
 _DEC = {"type": "bytes", "scale": 2, "precision": 10, "logicalType": "decimal",
         "connect.name": "org.apache.kafka.connect.data.Decimal",

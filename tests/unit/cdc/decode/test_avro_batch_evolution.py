@@ -12,11 +12,20 @@ import fastavro
 import pyarrow as pa
 import pytest
 
-from cdc.decode.model import Column
+from cdc.schema.columns import Column
 from devtools.registry import LocalSchemaRegistry
 from tests.unit.cdc.decode import samples
-from tests.unit.cdc.decode.avro_history import (PLACEHOLDER, envelope, fast_share, first_difference, key_schema,
-                                                pg_source, register, stage_both, wire)
+from tests.unit.cdc.decode.avro_history import (
+    PLACEHOLDER,
+    envelope,
+    fast_share,
+    first_difference,
+    key_schema,
+    pg_source,
+    register,
+    stage_both,
+    wire,
+)
 
 _topics = itertools.count()
 
@@ -197,7 +206,7 @@ def test_real_mysql_customers_schema_with_added_defaulted_and_dropped_columns(re
     changes = out[False].filter(pa.compute.equal(out[False].column("__op"), "r"))
     assert changes.column("tier").to_pylist()[:4] == ["basic"] * 4  # v1 records: the reader default
     assert changes.column("email").to_pylist() == [None] * len(changes)  # dropped in the newest schema
-    assert changes.column("__server_id").to_pylist()[:4] == ["223344", None, "7", "4294967295"]  # cdc.regression
+    assert changes.column("__server_id").to_pylist()[:4] == ["223344", None, "7", "4294967295"]  # cdc.positions.regression
     assert fast_share(registry.url, topic, msgs, existing=table, connector="mysql") == (len(msgs), 0)
 
 
@@ -226,8 +235,8 @@ def test_real_mysql_item_schemas_v1_v2_and_a_v3_with_a_default_and_a_drop(regist
                 value = {"before": before, "after": after, "source": _mysql_source(pos, i), "op": op,
                          "ts_ms": pos, "transaction": None}
                 msgs.append((len(msgs), pos, wire(kid, kparsed, {"id": row["id"]}), wire(sid, parsed, value)))
-    from cdc.types import columns_of, from_avro
     from cdc.decode.avro import _row_struct
+    from cdc.decode.connect_types import columns_of, from_avro
 
     table = columns_of(_row_struct(from_avro(v1)))
     out = stage_both(registry.url, topic, msgs, existing=table, connector="mysql")

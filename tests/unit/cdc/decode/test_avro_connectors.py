@@ -16,15 +16,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from cdc.config import parse_config
+from cdc.config.load import parse_config
 from cdc.decode.avro import AvroDecoder
 from cdc.decode.avro_batch import stage_avro
 from cdc.decode.avro_connectors import AvroByConnector, FlattenedAvroDecoder, MongoAvroDecoder, is_mongodb_schema
 from cdc.decode.factory import make_decoder
-from cdc.kafka.read import ReadSpec, stage_messages
-from cdc.layout import RAW_KEY, RAW_VALUE
-from cdc.ordering import Ordering
-from cdc.tables import arrow_schema, staging_columns
+from cdc.positions.ordering import Ordering
+from cdc.schema.columns import RAW_KEY, RAW_VALUE, arrow_schema, staging_columns
+from cdc.stage.reader import ReadSpec, stage_messages
 from devtools.registry import LocalSchemaRegistry
 from tests.integration import events
 from tests.unit.cdc.decode.avro_history import first_difference

@@ -7,10 +7,11 @@ import base64
 import pyarrow as pa
 import pytest
 
+from cdc.common.errors import DecodeError
+from cdc.decode.connect_types import ConnectField
 from cdc.decode.envelope import classify, row_plan, to_event
-from cdc.decode.model import CHANGE, MESSAGE, TOMBSTONE, TRANSACTION, Column
-from cdc.errors import DecodeError
-from cdc.types import ConnectField
+from cdc.decode.model import CHANGE, MESSAGE, TOMBSTONE, TRANSACTION
+from cdc.schema.columns import Column
 from tests.unit.cdc.decode import samples
 
 COLS = [Column("id", pa.int32(), False), Column("name", pa.string()), Column("photo", pa.binary()),
@@ -117,7 +118,7 @@ def test_field_outside_batch_schema() -> None:
 
 
 def test_source_type_that_does_not_fit_bound_column() -> None:
-    from cdc.errors import UnboundColumns
+    from cdc.common.errors import UnboundColumns
 
     struct = ConnectField("struct", fields=(ConnectField("string", field_name="id"),))
     plan = row_plan(COLS, struct, samples.PLACEHOLDER)

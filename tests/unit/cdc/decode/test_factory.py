@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from cdc.config import parse_config
+from cdc.common.errors import ConfigError
+from cdc.config.load import parse_config
 from cdc.decode.avro import AvroDecoder
 from cdc.decode.avro_connectors import AvroByConnector
 from cdc.decode.factory import make_decoder
 from cdc.decode.json import JsonDecoder
-from cdc.errors import ConfigError
 
 
 def config(fmt: str, registry: dict | None = None):

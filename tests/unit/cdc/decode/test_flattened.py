@@ -9,12 +9,12 @@ import re
 import pyarrow as pa
 import pytest
 
-from cdc.config import parse_config
+from cdc.common.errors import ConfigError, DecodeError
+from cdc.config.load import parse_config
 from cdc.decode.factory import make_decoder
 from cdc.decode.flattened import to_envelope
 from cdc.decode.json import JsonDecoder
-from cdc.errors import ConfigError, DecodeError
-from cdc.ordering import resolve
+from cdc.positions.ordering import resolve
 from tests.unit.cdc.decode.samples import load, path
 
 

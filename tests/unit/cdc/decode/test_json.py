@@ -9,9 +9,10 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
+from cdc.common.errors import DecodeError
 from cdc.decode.json import JsonDecoder
-from cdc.decode.model import CHANGE, TOMBSTONE, Column
-from cdc.errors import DecodeError
+from cdc.decode.model import CHANGE, TOMBSTONE
+from cdc.schema.columns import Column
 from tests.unit.cdc.decode import samples
 
 
@@ -205,8 +206,8 @@ def _s8_event(cols, row: dict, lsn: int) -> bytes:
 
 
 def test_scenario8_json_with_schemas_record_carrying_since_dropped_column_is_not_dead_lettered() -> None:
-    from cdc.decode.widening import merge_columns
-    from cdc.errors import UnboundColumns
+    from cdc.common.errors import UnboundColumns
+    from cdc.schema.widening import merge_columns
 
     old = _s8_event(_S8_V1, {"id": 1, "name": "a", "legacy": "z"}, 10)
     new = _s8_event(_S8_V2, {"id": 2, "name": "b"}, 11)
@@ -242,8 +243,8 @@ def test_scenario8_json_record_with_a_wider_type_than_the_bound_column_asks_to_w
     """A record whose schema widened a column (int32 -> int64) the samples show narrow: not a dead letter but
     ``UnboundColumns`` (the job widens the batch schema with ``record_columns`` and stages again); a type that is no
     widening stays a ``DecodeError`` naming the column."""
-    from cdc.decode.widening import merge_columns
-    from cdc.errors import UnboundColumns
+    from cdc.common.errors import UnboundColumns
+    from cdc.schema.widening import merge_columns
 
     def ev(n_type: str, n: object) -> bytes:
         return _s8_event([("id", "int32", False), ("n", n_type, True)], {"id": 1, "n": n}, 10)
@@ -264,7 +265,7 @@ def test_scenario8_json_record_with_a_wider_type_than_the_bound_column_asks_to_w
 
 
 def test_scenario8_schemaless_record_with_a_field_the_samples_lack_is_not_silently_dropped() -> None:
-    from cdc.errors import UnboundColumns
+    from cdc.common.errors import UnboundColumns
 
     def ev(row: dict) -> bytes:
         return json.dumps({"before": None, "after": row, "source": {"connector": "postgresql", "lsn": 1},
@@ -319,7 +320,7 @@ def test_scenario12_schemaless_json_declared_decimal_decodes_debezium_precise_ba
 
 
 def test_scenario12_schemaless_declared_types() -> None:
-    from cdc.config import COLUMN_TYPE_NAMES
+    from cdc.config.model import COLUMN_TYPE_NAMES
     from cdc.decode.json import _DECLARED
     from tests.integration.typed_events import decimal_b64
 
@@ -362,7 +363,7 @@ def test_scenario12_schemaless_all_null_column_gets_no_type_until_a_value_is_see
     # the all-null column decodes to nothing; a later non-null value in it is not silently dropped
     cols = d.resolve_columns([(None, nulls)])
     assert d.bind(cols).decode(None, nulls).row == {"id": 1}
-    from cdc.errors import UnboundColumns
+    from cdc.common.errors import UnboundColumns
 
     with pytest.raises(UnboundColumns, match="'bio'"):
         d.bind(cols).decode(None, later)
@@ -370,9 +371,9 @@ def test_scenario12_schemaless_all_null_column_gets_no_type_until_a_value_is_see
 
 def test_scenario8_unbound_record_is_staged_as_an_error_row_even_with_on_bad_record_fail() -> None:
     """The reader never fails a task for UnboundColumns (cdc.run widens the batch schema and stages again)."""
-    from cdc.kafka.read import ReadSpec, stage_record
-    from cdc.ordering import resolve
-    from cdc.tables import staging_columns
+    from cdc.positions.ordering import resolve
+    from cdc.schema.columns import staging_columns
+    from cdc.stage.reader import ReadSpec, stage_record
 
     old = _s8_event(_S8_V1, {"id": 1, "name": "a", "legacy": "z"}, 10)
     d = decoder()

@@ -12,10 +12,10 @@ import json
 import pyarrow as pa
 import pytest
 
+from cdc.common.errors import DecodeError
 from cdc.decode.json import JsonDecoder
 from cdc.decode.mongodb import unwrap
-from cdc.errors import DecodeError
-from cdc.ordering import resolve
+from cdc.positions.ordering import resolve
 
 SOURCE = {"version": "2.5.0.Final", "connector": "mongodb", "name": "fulfillment", "ts_ms": 1558965508000,
           "snapshot": "false", "db": "inventory", "rs": "rs0", "collection": "customers", "ord": 31}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from cdc.decode.model import Column
-from cdc.decode.widening import Incompatible, accepts, merge_columns, merge_type
-from cdc.errors import SchemaEvolutionError
+from cdc.common.errors import SchemaEvolutionError
+from cdc.schema.columns import Column
+from cdc.schema.widening import Incompatible, accepts, merge_columns, merge_type
 
 
 def test_merge_type_is_the_one_rule_set() -> None:

@@ -1,5 +1,4 @@
-from cdc.kafka.plan import PartitionRange, cap_ranges, split_chunks
-from cdc.kafka.read import Chunk
+from cdc.kafka.plan import Chunk, PartitionRange, cap_ranges, split_chunks
 
 
 def test_cap_ranges_caps_each_partition_and_never_goes_backwards():

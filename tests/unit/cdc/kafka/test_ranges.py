@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdc.kafka.ranges import consume_range
+from cdc.kafka.consume import consume_range
 
 
 class _Msg:

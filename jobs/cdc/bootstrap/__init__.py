@@ -1,0 +1,1 @@
+"""A JDBC snapshot of the source → the target table and the ledger's horizon."""

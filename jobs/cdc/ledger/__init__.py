@@ -1,0 +1,1 @@
+"""The offsets ledger: claims, commits, the lease, its tables and its snapshot expiry."""

@@ -1,0 +1,1 @@
+"""The write modes other than the upsert mirror: append and scd2 (see ``spec``)."""

@@ -1,0 +1,1 @@
+"""What a run shows while it runs: progress lines and metrics."""

@@ -1,0 +1,58 @@
+"""``--reset-cursor``: move a table's incremental cursor when the topic's offsets no longer match the ledger.
+
+Used after a topic was re-created, the cluster moved, or an unclean leader election truncated a partition: the
+planner then refuses to read (the cursor is beyond the partition's high watermark, or the partition is gone) with a
+terminal error pointing here. The reset writes committed ``reset`` rows to the ledger (``cdc.ledger.model``): each
+partition whose cursor is beyond its high watermark restarts at its low watermark (or at ``--start-offsets``), and
+the cursor of a partition that no longer exists is forgotten. Nothing is read or merged; the next incremental run
+reads from the new cursor, and changes it replays that are not newer than the table are ignored as usual.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from cdc.common.errors import ConcurrentRunError
+from cdc.kafka.offsets import new_consumer, partitions, watermarks
+from cdc.ledger.model import FORGOTTEN
+
+
+def cursor_moves(committed: Mapping[int, int], wm: Mapping[int, tuple[int, int]],
+                 explicit: Mapping[int, int]) -> dict[int, tuple[int, int]]:
+    """Pure: ``partition → (old cursor, new cursor)`` for the partitions that need a move."""
+    moves = {p: (old, FORGOTTEN) for p, old in committed.items() if p not in wm}
+    for p, (low, high) in wm.items():
+        old = committed.get(p)
+        if p in explicit:
+            new = explicit[p]
+        elif old is not None and old > high:
+            new = low
+        else:
+            continue
+        if old != new:
+            moves[p] = (old if old is not None else low, new)
+    return moves
+
+
+def reset_cursor(run: Any, explicit: Mapping[int, int]) -> dict[str, Any]:
+    """Reset the cursor of ``run``'s table (a ``cdc.run.batch.TableRun``); returns the summary entry."""
+    t, ledger = run.t, run.ledger
+    pending = ledger.pending(t.target)
+    if pending is not None:
+        raise ConcurrentRunError(f"table {t.target}: batch {pending.batch_id} is still {pending.status}; let a normal "
+                                 "run finish it (or wait until its owner is gone), then reset the cursor")
+    consumer = new_consumer(run.cfg.kafka)
+    try:
+        wm = watermarks(consumer, t.topic, partitions(consumer, t.topic, run.cfg.batch.read_timeout_seconds),
+                        run.cfg.batch.read_timeout_seconds)
+    finally:
+        consumer.close()
+    committed = ledger.committed_offsets(t.target, t.topic)
+    moves = cursor_moves(committed, wm, explicit)
+    batch_id = None
+    if moves:
+        batch_id = ledger.next_batch_id(t.target)
+        ledger.reset_cursor(t.target, t.topic, batch_id, moves, run.run_id)
+    return {"table": t.target, "topic": t.topic, "status": "reset" if moves else "unchanged", "mode": "reset",
+            "batch_id": batch_id,
+            "moves": [{"partition": p, "from": old, "to": new} for p, (old, new) in sorted(moves.items())]}

@@ -1,0 +1,1 @@
+"""The columns of the tables: what the job adds to each (one spelling), type widening, schema evolution."""
