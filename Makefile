@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-unit test-integration demo demo-stop soak bench bench-scale wheel clean
+.PHONY: venv check test test-unit demo demo-stop soak bench bench-scale wheel clean
 
 venv: $(STAMP)
 
@@ -21,11 +21,16 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PIP) check
 	touch $(STAMP)
 
+# The edit loop (a minute or two): static checks (pyflakes, import order) and the unit tests, no servers.
+check: venv
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest tests/unit tests/bench -m "not slow" -q $(PYTEST_ARGS)
+
+# The full suite, CI's command: real Kafka, Spark, Iceberg, Airflow, PostgreSQL, MariaDB (about 30 min on 2 cores).
 test: venv
 	$(PY) -m pytest -m "not slow" --durations=25 $(PYTEST_ARGS)
 
-test-unit: venv
-	$(PY) -m pytest tests/unit tests/devtools -m "not slow" $(PYTEST_ARGS)
+test-unit: check
 
 soak: venv  # the fast-oracle scenarios make test skips, then 200 randomized ones
 	$(PY) -m pytest -m slow tests/integration/test_oracle.py tests/integration/test_write_modes.py \

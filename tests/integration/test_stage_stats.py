@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cdc.iceberg.tables import ensure_staging, spark_schema
-from cdc.kafka.plan import Chunk
+from cdc.kafka.plan import OffsetRange
 from cdc.schema.columns import Column, arrow_schema, staging_columns
 from cdc.stage.driver_read import arrow_frame
 from cdc.stage.stats import (
@@ -104,7 +104,7 @@ def test_a_staging_table_without_headers_or_server_ids_is_counted_as_sql_counts_
     spark.sql(f"ALTER TABLE {staging} DROP COLUMNS (__old_key, __new_key, __server_id)")
     have = {f.name for f in spark.table(staging).schema.fields}
     expected = batch_stats(spark, staging, 3, ORDERING)
-    assert expected.moves is None and expected.partitions[0].servers is None
+    assert expected.moves is None and expected.partitions[0].server_ids is None
     assert arrow_batch_stats([batch], ORDERING, have) == expected
 
 
@@ -145,7 +145,7 @@ def test_task_counts_stand_only_when_every_chunk_reported_the_rows_staged(spark)
     batch = arrow_rows(records, 4)
     arrow_frame(spark, iter([batch]), arrow_schema(cols), spark_schema(cols)).writeTo(staging).overwritePartitions()
     have = {f.name for f in spark.table(staging).schema.fields}
-    chunks = [Chunk("t", 0, 0, 2), Chunk("t", 0, 2, 3)]
+    chunks = [OffsetRange("t", 0, 0, 2), OffsetRange("t", 0, 2, 3)]
 
     def counts(*reports):
         c = TaskCounts(spark.sparkContext.accumulator({}, ChunkAggregates()), ORDERING)

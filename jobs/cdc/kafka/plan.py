@@ -1,5 +1,8 @@
 """Offset ranges of a batch: where each partition starts and ends, split into chunks for Spark tasks.
 
+One range type (``OffsetRange``) travels from the plan to the ledger: a batch's ranges, the chunks one Spark task
+each reads, and (with their counts, ``cdc.ledger.state.LedgerRange``) the ledger's rows.
+
 Incremental: start = end of the last committed incremental batch (or the low watermark for a new table), end = the
 high watermark (see ``cdc.kafka.offsets``) capped at ``max_records_per_partition``. Backfill: explicit start/end
 offsets or timestamps per partition. The planner also reads a few of the newest records of each range as *samples*:
@@ -9,7 +12,7 @@ they carry the newest embedded schema (JSON) and the connector name (for ``order
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from cdc.common.cli_contract import Bounds
 from cdc.common.errors import TerminalError
@@ -17,18 +20,10 @@ from cdc.kafka.offsets import new_consumer, offsets_for_time, partitions, waterm
 
 
 @dataclass(frozen=True)
-class Chunk:
+class OffsetRange:
+    """Offsets ``[start, end)`` of one partition of a topic."""
+
     topic: str
-    partition: int
-    start: int
-    end: int  # exclusive
-
-
-SAMPLE_WINDOWS = (5, 200, 2000)
-
-
-@dataclass(frozen=True)
-class PartitionRange:
     partition: int
     start: int
     end: int  # exclusive
@@ -37,26 +32,34 @@ class PartitionRange:
     def size(self) -> int:
         return max(0, self.end - self.start)
 
+    def summary(self) -> dict[str, int]:
+        """As the job's JSON summary shows it (the topic is the table's)."""
+        return {"partition": self.partition, "start": self.start, "end": self.end}
 
-def cap_ranges(starts: Mapping[int, int], ends: Mapping[int, int], max_records: int) -> list[PartitionRange]:
+
+SAMPLE_WINDOWS = (5, 200, 2000)
+
+
+def cap_ranges(topic: str, starts: Mapping[int, int], ends: Mapping[int, int], max_records: int
+               ) -> list[OffsetRange]:
     """Pure: ``[start, min(end, start + max_records))`` per partition."""
-    return [PartitionRange(p, starts[p], max(starts[p], min(ends[p], starts[p] + max_records)))
+    return [OffsetRange(topic, p, starts[p], max(starts[p], min(ends[p], starts[p] + max_records)))
             for p in sorted(ends)]
 
 
-def split_chunks(topic: str, ranges: list[PartitionRange], chunk_size: int) -> list[Chunk]:
+def split_chunks(ranges: Sequence[OffsetRange], chunk_size: int) -> list[OffsetRange]:
     """Pure: split ranges into chunks of at most ``chunk_size`` offsets (one Spark task each)."""
     out = []
     for r in ranges:
         s = r.start
         while s < r.end:
-            out.append(Chunk(topic, r.partition, s, min(r.end, s + chunk_size)))
+            out.append(OffsetRange(r.topic, r.partition, s, min(r.end, s + chunk_size)))
             s += chunk_size
     return out
 
 
 def plan_incremental(kafka_conf: Mapping[str, Any], table: str, topic: str, committed: Mapping[int, int],
-                     max_records: int, timeout: float = 10.0) -> list[PartitionRange]:
+                     max_records: int, timeout: float = 10.0) -> list[OffsetRange]:
     consumer = new_consumer(kafka_conf)
     try:
         wm = watermarks(consumer, topic, partitions(consumer, topic, timeout), timeout)
@@ -85,11 +88,11 @@ def plan_incremental(kafka_conf: Mapping[str, Any], table: str, topic: str, comm
                 "before they were ingested, so changes are missing. Re-snapshot the source table (Debezium "
                 "incremental snapshot) and run a backfill from the low watermark")
         starts[p] = start
-    return cap_ranges(starts, {p: hi for p, (_, hi) in wm.items()}, max_records)
+    return cap_ranges(topic, starts, {p: hi for p, (_, hi) in wm.items()}, max_records)
 
 
 def plan_backfill(kafka_conf: Mapping[str, Any], topic: str, bounds: Bounds, timeout: float = 10.0
-                  ) -> list[PartitionRange]:
+                  ) -> list[OffsetRange]:
     """Full backfill range per partition (the caller cuts it into batches with ``cap_ranges``)."""
     consumer = new_consumer(kafka_conf)
     try:
@@ -111,11 +114,11 @@ def plan_backfill(kafka_conf: Mapping[str, Any], topic: str, bounds: Bounds, tim
     for p in parts:
         lo, hi = wm[p]
         s, e = max(starts[p], lo), min(ends[p], hi)
-        out.append(PartitionRange(p, s, max(s, e)))
+        out.append(OffsetRange(topic, p, s, max(s, e)))
     return out
 
 
-def read_samples(kafka_conf: Mapping[str, Any], topic: str, ranges: list[PartitionRange],
+def read_samples(kafka_conf: Mapping[str, Any], ranges: Sequence[OffsetRange],
                  want: int = 1, timeout: float = 10.0,
                  usable: Callable[[bytes | None, bytes | None], bool] | None = None
                  ) -> list[tuple[bytes | None, bytes | None]]:
@@ -139,7 +142,7 @@ def read_samples(kafka_conf: Mapping[str, Any], topic: str, ranges: list[Partiti
             windows = [(max(r.start, r.end - w), r.end) for w in SAMPLE_WINDOWS]
             windows.append((r.start, min(r.end, r.start + SAMPLE_WINDOWS[-1])))
             for start, end in windows:
-                recs = read_raw(consumer, TopicPartition(topic, r.partition, start), end, timeout)
+                recs = read_raw(consumer, TopicPartition(r.topic, r.partition, start), end, timeout)
                 found = [(k, v) for k, v in recs if v is not None]
                 good = [(k, v) for k, v in found if usable is None or usable(k, v)]
                 if good or start == r.start:
@@ -154,7 +157,7 @@ def read_samples(kafka_conf: Mapping[str, Any], topic: str, ranges: list[Partiti
 SCAN_LIMIT = 200_000  # records per batch the driver may read to locate a schema change (error path only)
 
 
-def find_first(kafka_conf: Mapping[str, Any], topic: str, ranges: list[PartitionRange],
+def find_first(kafka_conf: Mapping[str, Any], ranges: Sequence[OffsetRange],
                match: Callable[[bytes | None, bytes | None], bool], limit: int = SCAN_LIMIT,
                timeout: float = 10.0) -> tuple[int, int] | None:
     """``(partition, offset)`` of the first record of the ranges (partitions in order) for which ``match(key,
@@ -167,9 +170,9 @@ def find_first(kafka_conf: Mapping[str, Any], topic: str, ranges: list[Partition
     left = limit
     try:
         for r in sorted(ranges, key=lambda r: r.partition):
-            where = f"topic {topic} partition {r.partition}: locating a record"
+            where = f"topic {r.topic} partition {r.partition}: locating a record"
             try:
-                for msgs in consume_range(consumer, topic, r.partition, r.start, r.end, timeout, where,
+                for msgs in consume_range(consumer, r.topic, r.partition, r.start, r.end, timeout, where,
                                           stall="stop", batch=1000):
                     for msg in msgs[:left]:
                         if match(msg.key(), msg.value()):

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 from cdc.common.errors import ConcurrentRunError
 from cdc.common.sql import lit
 from cdc.iceberg.failures import is_commit_conflict
+from cdc.kafka.plan import OffsetRange
 from cdc.ledger.lease import process_owner
 from cdc.ledger.state import LedgerRange, PendingBatch, TableState, with_claim
 
@@ -168,7 +169,7 @@ class Ledger:
     def owners(self, table: str, batch_id: int) -> set[str]:
         return self.state(table, None).owners(batch_id)
 
-    def claim(self, table: str, batch_id: int, mode: str, ranges: Sequence[LedgerRange], run_id: str,
+    def claim(self, table: str, batch_id: int, mode: str, ranges: Sequence[OffsetRange], run_id: str,
               topic: str | None = None, cursor: dict[int, int] | None = None, *, seen: int | None,
               planned: TableState | None = None) -> "TableState":
         """Claim ``batch_id`` for this run, or raise ``ConcurrentRunError`` if another run got it first. ``seen``: the
@@ -215,7 +216,7 @@ class Ledger:
                                      "without writing. Retry later")
         return state
 
-    def _append_claim(self, table: str, batch_id: int, mode: str, ranges: Sequence[LedgerRange], run_id: str,
+    def _append_claim(self, table: str, batch_id: int, mode: str, ranges: Sequence[OffsetRange], run_id: str,
                       seen: int | None) -> int | None:
         """Write this run's claim rows for ``batch_id`` unless another claim of it committed since ledger snapshot
         ``seen`` (``cdc.ledger.write``); a conflict is left to ``claim``, which reads who won. The ledger snapshot

@@ -8,13 +8,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
+from cdc.kafka.plan import OffsetRange
+
 
 @dataclass(frozen=True)
-class LedgerRange:
-    topic: str
-    partition: int
-    start: int
-    end: int
+class LedgerRange(OffsetRange):
+    """A batch's range as the ledger holds it: the offsets, and once staged what the batch read there."""
+
     events_read: int = 0
     events_skipped: int = 0
     dead_letters: int = 0
@@ -103,7 +103,7 @@ def table_state(rows: Sequence[Mapping[str, Any]], table: str, topic: str | None
         snapshot_id=snapshot_id)
 
 
-def with_claim(planned: TableState, batch_id: int, mode: str, ranges: Sequence[LedgerRange], run_id: str,
+def with_claim(planned: TableState, batch_id: int, mode: str, ranges: Sequence[OffsetRange], run_id: str,
                owner: str, snapshot_id: int) -> TableState:
     """``planned`` (a state without pending batches) plus the claim of ``batch_id`` that ledger snapshot
     ``snapshot_id`` committed: what ``Ledger.state`` reads right after that claim when nothing else was written

@@ -48,7 +48,7 @@ def rate(events: float, seconds: float) -> str:
 
 
 def planned(result: Any) -> int:
-    return sum(max(0, int(r["end"]) - int(r["start"])) for r in (result.ranges or []))
+    return sum(r.size for r in (result.ranges or []))
 
 
 def label(result: Any) -> str:
@@ -116,7 +116,7 @@ def batch_committed(result: Any) -> None:
         log.info(batch_line(result))
         m = _state["metrics"]
         if m.enabled:
-            metrics.send(m, metrics.batch_lines(m.prefix, _state["pipeline"], result.__dict__))
+            metrics.send(m, metrics.batch_lines(m.prefix, _state["pipeline"], result.summary()))
     except Exception as exc:  # noqa: BLE001
         log.warning("progress/metrics of %s: %s", getattr(result, "table", "?"), exc)
 

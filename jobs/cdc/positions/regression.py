@@ -209,7 +209,7 @@ def check(spark: Any, staging: str, batch_id: int, table: str, topic: str, order
         sql = first_far_back_sql(staging, batch_id, ordering.kind, ordering.columns, lead, hi)
         found = {int(r["p"]): Fall(int(r["first"]["o"]), tuple(int(v) for v in r["first"]["pos"]), hi[int(r["p"])])
                  for r in spark.sql(sql).collect()}  # could_fall: a checked kind and a known position, so a query
-    new = unknown_servers({p: c.servers for p, c in counts.items()}, known) if ordering.kind == "mysql" else {}
+    new = unknown_servers({p: c.server_ids for p, c in counts.items()}, known) if ordering.kind == "mysql" else {}
     if new:  # a server this partition never committed changes from: below what the partition reached?
         rows = spark.sql(first_new_server_sql(staging, batch_id, ordering.columns, new)).collect()
         firsts = [(int(r["p"]), r["s"], int(r["o"]), [int(v) for v in r["pos"]],

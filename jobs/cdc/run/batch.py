@@ -20,7 +20,7 @@ from cdc.config.table_layout import check_columns
 from cdc.iceberg.snapshot_summary import batch_summary, commit_properties
 from cdc.iceberg.tables import existing_columns, target_epochs
 from cdc.kafka.offsets import is_compacted
-from cdc.kafka.plan import PartitionRange, cap_ranges, plan_backfill, plan_incremental, read_samples, split_chunks
+from cdc.kafka.plan import OffsetRange, cap_ranges, plan_backfill, plan_incremental, read_samples, split_chunks
 from cdc.ledger.expiry import keep_history_short
 from cdc.ledger.lease import LeaseKeeper, owner_alive, process_owner, renewal_interval
 from cdc.ledger.ledger import Ledger
@@ -98,8 +98,8 @@ def run_table(spark: Any, cfg: PipelineConfig, t: TableConfig, ledger: Ledger, m
 
         return reset_cursor(runner, (bounds.for_topic(t.topic) if bounds else Bounds()).start_offsets)
     if mode == "backfill":
-        return runner.backfill(bounds.for_topic(t.topic) if bounds is not None else Bounds(), dry_run).__dict__
-    return runner.incremental(dry_run, state).__dict__
+        return runner.backfill(bounds.for_topic(t.topic) if bounds is not None else Bounds(), dry_run).summary()
+    return runner.incremental(dry_run, state).summary()
 
 
 class TableRun:
@@ -139,9 +139,9 @@ class TableRun:
             full = plan_backfill(self.cfg.kafka, self.t.topic, bounds, self.cfg.batch.read_timeout_seconds)
         starts = {r.partition: r.start for r in full}
         ends = {r.partition: r.end for r in full}
-        total.ranges = [{"partition": r.partition, "start": r.start, "end": r.end} for r in full]
+        total.ranges = full
         while True:
-            ranges = cap_ranges(starts, ends, self.cfg.batch.max_records_per_partition)
+            ranges = cap_ranges(self.t.topic, starts, ends, self.cfg.batch.max_records_per_partition)
             if not any(r.size for r in ranges):
                 break
             part = TableResult(self.t.target, self.t.topic, mode="backfill")
@@ -168,7 +168,7 @@ class TableRun:
             self.ledger.take_over(self.t.target, pending, self.run_id)
         checkpoint("after_claim")
         result.recovered_batch_id = pending.batch_id
-        ranges = [PartitionRange(r.partition, r.start, r.end) for r in pending.ranges]
+        ranges = list(pending.ranges)
         with self.lease(pending.batch_id):
             if pending.status == "claimed":  # staging may be partial: read the same ranges again
                 self.stage_and_merge(TableResult(self.t.target, self.t.topic), pending.batch_id, ranges, pending.mode)
@@ -179,9 +179,8 @@ class TableRun:
                         c.name for c in existing_columns(self.spark, self.names.staging)}:
                     ordering = replace(ordering, kind="postgresql_lsn")  # staged before commit ordering existed
                 row_cols = self.row_columns_of_staging(ordering)
-            self.merge_and_commit(TableResult(self.t.target, self.t.topic, ranges=[
-                {"partition": r.partition, "start": r.start, "end": r.end} for r in ranges]),  # snapshot summary
-                pending.batch_id, row_cols, key, ordering)
+            self.merge_and_commit(TableResult(self.t.target, self.t.topic, ranges=ranges),  # snapshot summary
+                                  pending.batch_id, row_cols, key, ordering)
         return True
 
     def lease(self, batch_id: int) -> LeaseKeeper:
@@ -193,8 +192,8 @@ class TableRun:
     def row_columns_of_staging(self, ordering: Ordering) -> list[Column]:
         return staged_row_columns(existing_columns(self.spark, self.names.staging))
 
-    def run_ranges(self, result: TableResult, ranges: list[PartitionRange], mode: str, dry_run: bool) -> None:
-        result.ranges = [{"partition": r.partition, "start": r.start, "end": r.end} for r in ranges]
+    def run_ranges(self, result: TableResult, ranges: list[OffsetRange], mode: str, dry_run: bool) -> None:
+        result.ranges = ranges
         if not any(r.size for r in ranges):
             result.status = "empty"
             return
@@ -209,7 +208,7 @@ class TableRun:
             schema = self.batch_schema(ranges)  # before the claim: schema errors leave no ledger rows
             planned = self.planned_state()
             batch_id = planned.next_batch_id
-            claimed = tuple(LedgerRange(self.t.topic, r.partition, r.start, r.end) for r in ranges)
+            claimed = tuple(ranges)
             self.claimed = self.ledger.claim(self.t.target, batch_id, mode, claimed, self.run_id,
                               topic=self.t.topic, cursor=self.cursor if mode == "incremental" else None,
                               seen=planned.snapshot_id, planned=planned)
@@ -230,10 +229,10 @@ class TableRun:
         planned, self.planned = self.planned, None
         return planned if planned is not None else self.ledger.state(self.t.target, None)
 
-    def stage_and_merge(self, result: TableResult, batch_id: int, ranges: list[PartitionRange], mode: str,
+    def stage_and_merge(self, result: TableResult, batch_id: int, ranges: list[OffsetRange], mode: str,
                         schema: tuple[list[Column], tuple[str, ...], Ordering, Any] | None = None) -> None:
         result.batch_id = batch_id
-        result.ranges = [{"partition": r.partition, "start": r.start, "end": r.end} for r in ranges]
+        result.ranges = ranges
         if schema is None:
             with phase(result, "plan"):
                 schema = self.batch_schema(ranges)
@@ -245,7 +244,7 @@ class TableRun:
             on_bad_record=self.t.on_bad_record, timeout_seconds=self.cfg.batch.read_timeout_seconds,
             max_record_bytes=self.t.max_record_bytes, compacted=self.compacted(result))
         with phase(result, "read_stage"):
-            chunks = split_chunks(self.t.topic, ranges, self.cfg.batch.chunk_size)
+            chunks = split_chunks(ranges, self.cfg.batch.chunk_size)
             stats = self.stage_batch(spec, chunks)
             while stats.dead_letters and (wider := unbound_columns(self.spark, self.names.staging, batch_id, decoder,
                                                                  row_cols, self.t)):
@@ -268,8 +267,8 @@ class TableRun:
         with phase(result, "ledger"):
             zero = PartitionCounts(0, 0, 0, 0)
             self.held = self.ledger.mark_staged(self.t.target, batch_id, self.run_id, [
-                LedgerRange(self.t.topic, r.partition, r.start, r.end, c.events_read, c.events_skipped,
-                            c.dead_letters, c.max_position, c.servers)
+                LedgerRange(r.topic, r.partition, r.start, r.end, c.events_read, c.events_skipped,
+                            c.dead_letters, c.max_position, c.server_ids)
                 for r in ranges for c in [counts.get(r.partition, zero)]], stats.truncate, held=self.held)
         checkpoint("after_staged")
         result.events_read = sum(c.events_read for c in counts.values())
@@ -342,13 +341,13 @@ class TableRun:
                 self._compacted = bool(found)
         return self._compacted
 
-    def batch_schema(self, ranges: list[PartitionRange]) -> tuple[list[Column], tuple[str, ...], Ordering, Any]:
+    def batch_schema(self, ranges: list[OffsetRange]) -> tuple[list[Column], tuple[str, ...], Ordering, Any]:
         """Row columns, key, ordering and decoder for a new batch (from samples, the registry and the table)."""
         from cdc.decode.factory import make_decoder
 
         decoder = make_decoder(self.cfg, self.t)
         keyless = not self.t.primary_key and self.t.write_mode in (None, "append")  # keyless records may sample
-        samples = read_samples(self.cfg.kafka, self.t.topic, ranges, timeout=self.cfg.batch.read_timeout_seconds,
+        samples = read_samples(self.cfg.kafka, ranges, timeout=self.cfg.batch.read_timeout_seconds,
                                usable=lambda k, v: (k is not None or keyless) and bool(decoder.record_columns(k, v)))
         target_cols = existing_columns(self.spark, self.names.target)
         existing = row_columns(target_cols)
@@ -361,7 +360,7 @@ class TableRun:
         except evolution.Incompatible as exc:  # nothing written yet; name the first record with the new type
             change = exc
             old = next(c.arrow_type for c in existing if c.name == change.top)
-            where = find_first(self.cfg.kafka, self.t.topic, ranges,
+            where = find_first(self.cfg.kafka, ranges,
                                lambda k, v: evolution.offends(change, old, decoder.record_columns(k, v, existing)),
                                timeout=max(30.0, self.cfg.batch.read_timeout_seconds))
             raise evolution.evolution_error(self.t.target, self.t.topic, exc, where) from None
@@ -389,7 +388,7 @@ class TableRun:
             return ()
 
     def ordering(self, decoder: Any, samples: list[tuple[bytes | None, bytes | None]],
-                 target_names: list[str], ranges: list[PartitionRange]) -> Ordering:
+                 target_names: list[str], ranges: list[OffsetRange]) -> Ordering:
         """The source ordering (configured, the table's, or by connector), with ``tables[].ordering_epoch`` in
         front once it is used (never below the epoch the table already holds)."""
         base = sampled_ordering(self.t.ordering, self.t.target, decoder, samples, target_names)

@@ -7,11 +7,12 @@ import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any, Iterator
 
 from cdc.common import errors
 from cdc.common.errors import CdcError, ConcurrentRunError
 from cdc.iceberg.failures import is_commit_conflict
+from cdc.kafka.plan import OffsetRange
 from cdc.observe import progress
 
 _TASK_ERROR = re.compile(r"\[cdc:(\w+)\] (.+)")
@@ -24,7 +25,7 @@ class TableResult:
     status: str = "empty"  # committed | empty | dry_run
     mode: str = "incremental"
     batch_id: int | None = None
-    ranges: list[dict[str, int]] = field(default_factory=list)
+    ranges: list[OffsetRange] = field(default_factory=list)
     events_read: int = 0
     events_skipped: int = 0
     dead_letters: int = 0
@@ -35,6 +36,10 @@ class TableResult:
     recovered_batch_id: int | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """The table's entry in the job's JSON summary."""
+        return {**self.__dict__, "ranges": [r.summary() for r in self.ranges]}
 
     def add(self, other: "TableResult") -> None:
         for k in ("events_read", "events_skipped", "dead_letters", "inserted", "updated", "deleted"):

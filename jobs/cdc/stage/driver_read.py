@@ -23,7 +23,7 @@ from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 
-from cdc.kafka.plan import Chunk
+from cdc.kafka.plan import OffsetRange
 from cdc.stage.reader import ReadSpec, read_chunk
 
 MAX_BYTES = 128 << 20  # Arrow bytes of staging rows the driver reads before handing the batch to Spark tasks
@@ -33,12 +33,13 @@ class TooLarge(Exception):
     """The batch's rows passed ``MAX_BYTES`` while the driver read them (``cdc.stage`` reads it in Spark tasks)."""
 
 
-def use_driver(chunks: Sequence[Chunk], max_records: int) -> bool:
+def use_driver(chunks: Sequence[OffsetRange], max_records: int) -> bool:
     """Read these chunks in the driver? (pure) Only when their offsets add up to at most ``max_records``."""
     return max_records > 0 and sum(max(0, c.end - c.start) for c in chunks) <= max_records
 
 
-def read_in_driver(spec: ReadSpec, chunks: Sequence[Chunk], max_bytes: int | None = None) -> Iterator[pa.RecordBatch]:
+def read_in_driver(spec: ReadSpec, chunks: Sequence[OffsetRange], max_bytes: int | None = None
+                   ) -> Iterator[pa.RecordBatch]:
     """The staging rows of ``chunks`` as Arrow batches, read in this process (errors are raised as they are: a
     ``CdcError`` needs no unwrapping from a Spark task failure); ``TooLarge`` once they pass ``max_bytes``."""
     limit, seen = MAX_BYTES if max_bytes is None else max_bytes, 0

@@ -22,7 +22,7 @@ from cdc.decode.avro import AvroDecoder
 from cdc.decode.base import Decoder
 from cdc.decode.model import CHANGE, TOMBSTONE
 from cdc.kafka.consume import consume_range
-from cdc.kafka.plan import Chunk
+from cdc.kafka.plan import OffsetRange
 from cdc.positions.ordering import Ordering
 from cdc.positions.regression import server_identity
 from cdc.schema.columns import (
@@ -197,7 +197,7 @@ def stage_messages(spec: ReadSpec, topic: str, partition: int, msgs: list[tuple[
         rows.reset()
 
 
-def read_chunk(spec: ReadSpec, chunk: Chunk, consumer: Any | None = None) -> Iterator[pa.RecordBatch]:
+def read_chunk(spec: ReadSpec, chunk: OffsetRange, consumer: Any | None = None) -> Iterator[pa.RecordBatch]:
     """Read ``[chunk.start, chunk.end)`` and yield staging rows in Arrow batches."""
     from cdc.kafka.offsets import new_consumer
 
@@ -226,7 +226,7 @@ def read_chunk(spec: ReadSpec, chunk: Chunk, consumer: Any | None = None) -> Ite
             consumer.close()
 
 
-def map_chunks(spec: ReadSpec, counted: Callable[[Chunk, Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+def map_chunks(spec: ReadSpec, counted: Callable[[OffsetRange, Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
                | None = None):  # type: ignore[no-untyped-def]
     """The function for ``DataFrame.mapInArrow``: input rows are chunks (topic, partition, start, end). ``counted``
     (``cdc.stage.stats.TaskCounts.counted``) sees each chunk's batches on their way out."""
@@ -234,7 +234,7 @@ def map_chunks(spec: ReadSpec, counted: Callable[[Chunk, Iterator[pa.RecordBatch
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
             for c in b.to_pylist():
-                chunk = Chunk(c["topic"], c["partition"], c["start"], c["end"])
+                chunk = OffsetRange(c["topic"], c["partition"], c["start"], c["end"])
                 try:
                     out = read_chunk(spec, chunk)
                     yield from (out if counted is None else counted(chunk, out))

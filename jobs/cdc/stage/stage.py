@@ -14,14 +14,14 @@ from cdc.common.errors import BadRecordError, DeadLetterRatioExceeded
 from cdc.common.sql import lit, q
 from cdc.config.names import TableNames
 from cdc.iceberg.tables import ensure_staging, spark_schema, table_property
-from cdc.kafka.plan import Chunk
+from cdc.kafka.plan import OffsetRange
 from cdc.positions.ordering import Ordering, epochs_of
 from cdc.schema.columns import Column, arrow_schema
 from cdc.stage.reader import ReadSpec, map_chunks
 from cdc.stage.stats import BatchStats, ChunkAggregates, PartitionCounts, TaskCounts, arrow_batch_stats
 
 
-def stage(spark: Any, spec: ReadSpec, chunks: Sequence[Chunk], names: TableNames,
+def stage(spark: Any, spec: ReadSpec, chunks: Sequence[OffsetRange], names: TableNames,
           driver_max_records: int = 0) -> BatchStats | None:
     """Read ``chunks`` (one Spark task each; in the driver when they hold at most ``driver_max_records`` offsets,
     ``cdc.stage.driver_read``) and overwrite the batch's staging partition. Returns the batch's ``BatchStats`` when

@@ -11,7 +11,7 @@ import pyarrow as pa
 from pyspark.accumulators import AccumulatorParam
 
 from cdc.common.sql import lit, q
-from cdc.kafka.plan import Chunk
+from cdc.kafka.plan import OffsetRange
 
 SKIPPED = ("tombstone", "message", "tx")
 
@@ -24,7 +24,7 @@ class PartitionCounts:
     dead_letters: int
     max_position: tuple[int, ...] | None = None  # newest source position among the partition's change events
     min_columns: tuple[int | None, ...] | None = None  # each ordering column's lowest value among them (cdc.positions.regression)
-    servers: tuple[str, ...] | None = None  # the server ids of its change events (None: no changes; cdc.positions.regression)
+    server_ids: tuple[str, ...] | None = None  # its change events' server ids (None: no changes; cdc.positions.regression)
 
 
 @dataclass(frozen=True)
@@ -207,7 +207,7 @@ class TaskCounts:
     accumulator: Any  # of ChunkAggregates
     ordering: tuple[str, ...]
 
-    def counted(self, chunk: Chunk, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def counted(self, chunk: OffsetRange, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """In the task: ``batches`` (the chunk's staging rows) passed on; their aggregates added once all are read."""
         acc: dict[int, dict[str, Any]] = {}
         for b in batches:
@@ -215,7 +215,7 @@ class TaskCounts:
             yield b
         self.accumulator.add({astuple(chunk): acc})
 
-    def stats(self, spark: Any, chunks: Sequence[Chunk], staging: str, have: set[str]) -> BatchStats | None:
+    def stats(self, spark: Any, chunks: Sequence[OffsetRange], staging: str, have: set[str]) -> BatchStats | None:
         """In the driver, after the write: the batch's stats, or None (then ``batch_stats`` counts the staged rows)
         unless every chunk reported and their rows are exactly those the staging write committed (its snapshot's
         ``added-records``; nothing read also means nothing committed, and an earlier attempt's rows may remain)."""
