@@ -21,6 +21,9 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
+from cdc.common.sql import q
+from cdc.schema.columns import DELETED_AT
+
 if __package__ in (None, ""):  # a script: `cdc` shipped with --py-files (wheel/zip) wins over jobs/cdc beside it
     sys.path.sort(key=lambda p: not p.endswith((".whl", ".zip", ".egg")))
 
@@ -136,7 +139,7 @@ class Maintenance:
         Horizon first: a crash in between leaves a horizon with its tombstones still there, which changes nothing."""
         from cdc.iceberg.tables import GC_HORIZON_PROPERTY, gc_horizon
         from cdc.positions.sql import position_value, tuple_cmp_literal
-        from cdc.schema.columns import DELETED_AT, EPOCH, KAFKA_OFFSET, KAFKA_PARTITION, align, is_meta
+        from cdc.schema.columns import EPOCH, KAFKA_OFFSET, KAFKA_PARTITION, align, is_meta
 
         watermark = self.gc_watermark(t)
         if watermark is None:
@@ -147,7 +150,7 @@ class Maintenance:
         watermark = align(watermark, len(ordering)) or watermark
         # strictly below: a partition that committed position W has read every event before W, not necessarily every
         # event AT W (a PK change is a delete and a create at one position; a batch may end between them)
-        where = f"__deleted_at < {cutoff} AND {tuple_cmp_literal('t', ordering, watermark, '<')}"
+        where = f"{q(DELETED_AT)} < {cutoff} AND {tuple_cmp_literal('t', ordering, watermark, '<')}"
         fields = ", ".join(f"'o{i}', {position_value('t', c)}" for i, c in enumerate(ordering))
         expr = f"max(named_struct({fields}))"
         row = self.spark.sql(f"SELECT count(*) AS n, {expr} AS p FROM {ident} t WHERE {where}").first()

@@ -7,9 +7,15 @@ from __future__ import annotations
 import pytest
 
 from cdc.common.errors import ConfigError
-from cdc.iceberg.tables import EPOCHS_PROPERTY, GC_HORIZON_PROPERTY, gc_horizon, table_property, target_epochs
+from cdc.iceberg.tables import (
+    EPOCHS_PROPERTY,
+    GC_HORIZON_PROPERTY,
+    WRITE_MODE_PROPERTY,
+    gc_horizon,
+    table_property,
+    target_state,
+)
 from cdc.merge.modes.runner import check_mode
-from cdc.merge.modes.spec import WRITE_MODE_PROPERTY
 
 pytestmark = pytest.mark.integration
 
@@ -36,10 +42,12 @@ def test_properties_are_read_as_show_tblproperties_shows_them_without_a_statemen
     assert table_property(spark, name, GC_HORIZON_PROPERTY) == shown[GC_HORIZON_PROPERTY]
     assert table_property(spark, name, "cdc.not-set") is None
     assert gc_horizon(spark, name) == (5, 0, 7)
-    assert target_epochs(spark, name) == ((1, ((0, 3),)),)
-    check_mode(spark, name, "scd2")
+    state = target_state(spark, name)
+    assert (state.exists, state.epochs, state.write_mode) == (True, ((1, ((0, 3),)),), "scd2")
+    assert [c.name for c in state.columns] == ["id"] and state.snapshot is None and state.total_records == 0
+    check_mode(state, "scd2")
     with pytest.raises(ConfigError, match="created with write_mode scd2"):
-        check_mode(spark, name, "upsert")
+        check_mode(state, "upsert")
     assert sql_executions(spark) == before
 
     # a change this session commits is what the next read returns

@@ -39,7 +39,7 @@ from cdc.config.bootstrap import BootstrapConfig
 from cdc.config.model import PipelineConfig, TableConfig
 from cdc.config.names import TableNames, names
 from cdc.iceberg import snapshot_summary
-from cdc.iceberg.tables import ensure_target, exists, fresh_snapshot_id
+from cdc.iceberg.tables import TargetState, ensure_target, exists, fresh_snapshot_id, target_state
 from cdc.ledger.lease import process_owner
 from cdc.ledger.ledger import Ledger
 from cdc.ledger.model import BOOTSTRAP_MODE, bootstrap_row
@@ -257,7 +257,7 @@ def run_bootstrap(spark: Any, cfg: PipelineConfig, t: TableConfig, replace: bool
         seconds["horizon"] = time.monotonic() - t0
         t0 = time.monotonic()
         spark.sql(f"DROP TABLE IF EXISTS {stage} PURGE")  # a crashed run's leftovers
-        ensure_target(spark, stage, plan.row_columns, plan.key, ordering, soft)
+        ensure_target(spark, TargetState(stage, exists=False), plan.row_columns, plan.key, ordering, soft)
         df = with_meta(read_source(spark, snap, b, plan), ordering, horizon or NO_HORIZON, batch_id,
                        int(time.time() * 1000), soft)
         df.writeTo(stage).append()  # the JDBC read happens here, inside the snapshot (MySQL: under the lock)
@@ -269,7 +269,7 @@ def run_bootstrap(spark: Any, cfg: PipelineConfig, t: TableConfig, replace: bool
         raise ConcurrentRunError(f"{where}: an ingest batch ran while the table was being read; the target was not "
                                  "changed. Rerun the bootstrap when no ingest run is active")
     t0 = time.monotonic()
-    ensure_target(spark, n.target, plan.row_columns, plan.key, ordering, soft,
+    ensure_target(spark, target_state(spark, n.target), plan.row_columns, plan.key, ordering, soft,
                   getattr(t, "layout", None))
     info = {"run_id": run_id, "batch_id": batch_id, "horizon": list(horizon) if horizon else None, "rows": rows,
             "source_position": at, "scanned": scanned, **({"lsn": at["lsn_number"]} if "lsn_number" in at else {})}

@@ -8,6 +8,7 @@ converted to Spark here.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -22,6 +23,7 @@ from cdc.config.table_layout import (
     property_changes,
     sort_order_text,
 )
+from cdc.positions.ordering import Epochs, epochs_json, epochs_of
 from cdc.schema.columns import Column, target_meta, tombstone_columns
 from cdc.spark.py4j_classes import iceberg_class, java_class
 
@@ -43,6 +45,9 @@ def equal_filter(spark: Any, equal: Mapping[str, Any], within: Mapping[str, Sequ
 
 
 TABLE_PROPS = REQUIRED_PROPERTIES  # every table's defaults; targets add the user's layout (cdc.config.table_layout)
+# The job's own properties of a target table:
+WRITE_MODE_PROPERTY = "cdc.write-mode"  # the write mode it was created with (absent: upsert; cdc.merge.modes)
+EPOCHS_PROPERTY = "cdc.ordering-epochs"  # the ordering_epoch history merged into it (JSON, cdc.positions.ordering)
 
 GC_HORIZON_PROPERTY = "cdc.gc-horizon"  # on a tombstones table: JSON position list, see cdc.merge (scenario: GC)
 
@@ -100,6 +105,44 @@ def existing_columns(spark: Any, name: str) -> list[Column]:
 
 
 @dataclass(frozen=True)
+class TargetState:
+    """A target table as one look at the session's catalog finds it at the start of a phase (plan, merge): whether
+    it exists, its columns, its current snapshot, the write mode it was created with and its ordering-epoch history.
+    Read once and handed down; what must be seen fresh (a snapshot id a commit is validated from, a table other writers
+    commit to) is read where it is needed, by ``snapshot_id`` / ``fresh_snapshot_id``."""
+
+    name: str
+    exists: bool
+    columns: tuple[Column, ...] = ()
+    snapshot: Snapshot | None = None
+    write_mode: str | None = None  # WRITE_MODE_PROPERTY; None: upsert, or no table
+    epochs: Epochs = ()
+
+    @property
+    def total_records(self) -> int:
+        """Rows in its data files (0 for an empty or missing table), by which the merge's filters are chosen."""
+        return 0 if self.snapshot is None else self.snapshot.total_records
+
+
+def target_state(spark: Any, name: str) -> TargetState:
+    """``name`` as the session's catalog holds it now (no Spark job: a Spark catalog lookup and the Iceberg table
+    through Py4J)."""
+    if not exists(spark, name):
+        return TargetState(name, False)
+    table = iceberg_table(spark, name)
+    props = table.properties()  # looked up, not iterated (see cdc.ledger.tables.meta_tables_current)
+    return TargetState(name, True, tuple(existing_columns(spark, name)), snapshot_of(table),
+                       props.get(WRITE_MODE_PROPERTY), epochs_of(json.loads(props.get(EPOCHS_PROPERTY) or "[]")) or ())
+
+
+def record_epochs(spark: Any, state: TargetState, epochs: Epochs | None) -> None:
+    """Remember in the target where each ordering epoch starts, when that differs from what it holds."""
+    if epochs and epochs != state.epochs:
+        raw = json.dumps(epochs_json(epochs))
+        spark.sql(f"ALTER TABLE {state.name} SET TBLPROPERTIES ('{EPOCHS_PROPERTY}' = '{raw}')")
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """A table's current snapshot: its id and ``total-records`` (rows in its data files, deletes not subtracted:
     what a scan of the table reads)."""
@@ -131,7 +174,12 @@ def current_snapshot(spark: Any, name: str) -> Snapshot | None:
     """The current snapshot of an existing table (None: nothing committed yet), from the Iceberg table the session's
     catalog holds: no Spark job, unlike a query of ``<table>.snapshots`` (two per batch, issue 16). After this
     session commits to the table, that is the snapshot it committed."""
-    snap = iceberg_table(spark, name).currentSnapshot()
+    return snapshot_of(iceberg_table(spark, name))
+
+
+def snapshot_of(table: Any) -> Snapshot | None:
+    """The current snapshot of an Iceberg ``Table`` (Java) as a ``Snapshot`` (None: nothing committed yet)."""
+    snap = table.currentSnapshot()
     if snap is None:
         return None
     total = snap.summary().get("total-records")
@@ -161,12 +209,12 @@ def ensure_staging(spark: Any, name: str, columns: Sequence[Column]) -> None:
     evolve(spark, name, columns)
 
 
-def ensure_target(spark: Any, name: str, row: Sequence[Column], key: Sequence[str], ordering: Sequence[str],
+def ensure_target(spark: Any, state: TargetState, row: Sequence[Column], key: Sequence[str], ordering: Sequence[str],
                   soft: bool, layout: TableLayout | None = None) -> None:
     """Create the target table on the first batch (key columns NOT NULL + identifier fields, the configured
     partitioning, sort order and properties), else evolve it and bring its layout up to date (``apply_layout``)."""
-    cols = [*row, *target_meta(ordering, soft)]
-    if not exists(spark, name):
+    name, cols = state.name, [*row, *target_meta(ordering, soft)]
+    if not state.exists:
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name.rsplit('.', 1)[0]}")
         parts = ", ".join(t.sql() for t in layout.partition_by or ()) if layout else ""
         spark.sql(f"CREATE TABLE {name} ({ddl(cols, not_null=key)}) USING iceberg"
@@ -174,7 +222,7 @@ def ensure_target(spark: Any, name: str, row: Sequence[Column], key: Sequence[st
                   + f" TBLPROPERTIES ({props_sql(layout.properties if layout else None)})")
         spark.sql(f"ALTER TABLE {name} SET IDENTIFIER FIELDS {', '.join(q(k) for k in key)}")
     else:
-        evolve(spark, name, cols)
+        evolve(spark, name, cols, state.columns)
     if layout is not None:
         apply_layout(spark, name, layout)
 
@@ -218,8 +266,9 @@ def ensure_tombstones(spark: Any, name: str, key_cols: Sequence[Column], orderin
         evolve(spark, name, cols)
 
 
-def evolve(spark: Any, name: str, wanted: Sequence[Column]) -> None:
-    """Add missing (nested) columns and apply safe widenings (``cdc.schema.evolution``); never drops, narrows or reorders.
+def evolve(spark: Any, name: str, wanted: Sequence[Column], have: Sequence[Column] | None = None) -> None:
+    """Add missing (nested) columns and apply safe widenings (``cdc.schema.evolution``); never drops, narrows or
+    reorders. ``have``: the table's columns when the caller has just read them (else they are read here).
 
     An incompatible type raises ``SchemaEvolutionError`` (the batch plan checks the target first, so this only
     fires for a table that drifted, e.g. a staging table of an abandoned batch).
@@ -229,7 +278,7 @@ def evolve(spark: Any, name: str, wanted: Sequence[Column]) -> None:
     from cdc.schema.widening import ADD, Incompatible
 
     try:
-        changes = table_changes(existing_columns(spark, name), wanted)
+        changes = table_changes(existing_columns(spark, name) if have is None else have, wanted)
     except Incompatible as exc:
         raise SchemaEvolutionError(f"table {name}: column {exc.column!r} is {sql_type(exc.old)} and cannot take "
                                    f"{sql_type(exc.new)}; "
@@ -245,23 +294,9 @@ def evolve(spark: Any, name: str, wanted: Sequence[Column]) -> None:
 
 def gc_horizon(spark: Any, tombstones: str) -> tuple[int, ...] | None:
     """The highest position whose tombstones maintenance has dropped (None: never garbage-collected)."""
-    import json
-
     if not exists(spark, tombstones):
         return None
     raw = table_property(spark, tombstones, GC_HORIZON_PROPERTY)
     return tuple(int(v) for v in json.loads(raw)) if raw else None
 
 
-EPOCHS_PROPERTY = "cdc.ordering-epochs"  # on a target table: the ordering_epoch history merged into it (JSON)
-
-
-def target_epochs(spark: Any, target: str) -> tuple[tuple[int, tuple[tuple[int, int], ...]], ...]:
-    """The ``tables[].ordering_epoch`` history merged into the target: (epoch, ((partition, first offset), ...))."""
-    import json
-
-    from cdc.positions.ordering import epochs_of
-
-    if not exists(spark, target):
-        return ()
-    return epochs_of(json.loads(table_property(spark, target, EPOCHS_PROPERTY) or "[]")) or ()

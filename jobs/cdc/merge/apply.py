@@ -6,7 +6,6 @@ and leaves the table exactly as one uninterrupted run would.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections import Counter
@@ -20,15 +19,16 @@ from cdc.config.names import TableNames
 from cdc.config.table_layout import TableLayout
 from cdc.iceberg.row_writer import in_driver
 from cdc.iceberg.tables import (
-    EPOCHS_PROPERTY,
+    TargetState,
     current_snapshot,
     ensure_target,
     ensure_tombstones,
     fresh_snapshot_id,
     gc_horizon,
     iceberg_table,
+    record_epochs,
     snapshot_id,
-    target_epochs,
+    target_state,
 )
 from cdc.merge import target_write
 from cdc.merge.bloom import bloom_filtered
@@ -47,8 +47,9 @@ from cdc.merge.sql import (
     truncate_sql,
 )
 from cdc.merge.tombstone_write import GONE, located_columns, simple_key, write_tombstones
+from cdc.positions.ordering import Epochs
 from cdc.positions.sql import tuple_cmp_literal
-from cdc.schema.columns import Column, align
+from cdc.schema.columns import DELETED, Column, align
 from cdc.stage.stats import BatchStats
 
 log = logging.getLogger("cdc.apply")
@@ -75,7 +76,7 @@ class ApplyResult:
 def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Sequence[Column], key: Sequence[str],
                 ordering: Sequence[str], delete_mode: str, previous_barrier: tuple[int, ...] | None,
                 stats: BatchStats, compacted: bool = False,
-                epochs: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] | None = None,
+                epochs: Epochs | None = None,
                 layout: TableLayout | None = None, write_mode: str = "upsert",
                 track_columns: Sequence[str] = (), filters: BatchConfig = BatchConfig()) -> ApplyResult:
     """``filters``: when to cut the target to the batch's keys (``key_filter_max_changes``,
@@ -85,16 +86,17 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
     deltas instead of MERGEs where the result is the same (``row_deltas``; ``cdc.merge.target_write``,
     ``cdc.merge.tombstone_write``), and a batch of at most ``driver_read_max_records`` events into a target and tombstones
     of at most ``one_task_max_target_rows`` rows each is classified in one Spark task (``cdc.merge.sql.relation``)."""
-    check_mode(spark, names.target, write_mode)
+    target = target_state(spark, names.target)  # the target as the merge starts: read once, handed down
+    check_mode(target, write_mode)
     if write_mode != "upsert":  # append (changelog) / scd2 (history): cdc.merge.modes
         return apply_mode(spark, names, batch_id, row_columns, key, ordering, write_mode, track_columns, stats, epochs,
-                          layout, compacted)
+                          target, layout, compacted)
     soft = delete_mode == "soft"
     key_cols = [c for c in row_columns if c.name in key]
-    ensure_target(spark, names.target, row_columns, key, ordering, soft, layout)
+    ensure_target(spark, target, row_columns, key, ordering, soft, layout)
     if not soft:
         ensure_tombstones(spark, names.tombstones, key_cols, ordering)
-    rows = target_size(spark, names.target)
+    rows = target.total_records
     own = stats.truncate
     previous_barrier = align(previous_barrier, len(ordering))
     barrier = max(b for b in (previous_barrier, own) if b) if (previous_barrier or own) else None
@@ -109,7 +111,7 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
     truncated = 0
     if own is not None:
         older = tuple_cmp_literal("t", spec.ordering, own, "<")
-        live = " AND NOT coalesce(t.`__deleted`, false)" if soft else ""
+        live = f" AND NOT coalesce(t.{q(DELETED)}, false)" if soft else ""
         truncated = spark.sql(f"SELECT count(*) FROM {names.target} t WHERE {older}{live}").first()[0]
         for stmt in truncate_sql(spec, own):
             spark.sql(stmt)
@@ -157,9 +159,7 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
                 spark.sql(merge_tombstones_sql(spec, view))  # a large batch, or tombstones written since classified
     finally:
         spark.catalog.dropTempView(view)
-    if epochs and epochs != target_epochs(spark, names.target):  # remembered: where each epoch starts
-        raw = json.dumps([[e, [list(s) for s in starts]] for e, starts in epochs])
-        spark.sql(f"ALTER TABLE {names.target} SET TBLPROPERTIES ('{EPOCHS_PROPERTY}' = '{raw}')")
+    record_epochs(spark, target, epochs)
     return ApplyResult(
         inserted=actions.get("insert", 0), updated=actions.get("update", 0),
         deleted=actions.get("delete", 0) + truncated, skipped=actions.get("skip", 0), truncated=truncated,
@@ -190,8 +190,8 @@ def read_actions(classified: Any, few: bool, located: Sequence[str] = ()) -> tup
 
 def apply_mode(spark: Any, names: TableNames, batch_id: int, row_columns: Sequence[Column], key: Sequence[str],
                ordering: Sequence[str], write_mode: str, track_columns: Sequence[str], stats: BatchStats,
-               epochs: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] | None,
-               layout: TableLayout | None = None, compacted: bool = False) -> ApplyResult:
+               epochs: Epochs | None, target: TargetState, layout: TableLayout | None = None,
+               compacted: bool = False) -> ApplyResult:
     spec = ModeSpec(target=names.target, staging=names.staging, batch_id=batch_id, key=tuple(key),
                     columns=tuple(c.name for c in row_columns), ordering=tuple(ordering),
                     toast_columns=stats.toast_columns, log=names.changes, track_columns=tuple(track_columns),
@@ -201,15 +201,13 @@ def apply_mode(spark: Any, names: TableNames, batch_id: int, row_columns: Sequen
         counts = apply_append(spark, spec, row_columns, point, layout)
     else:
         counts = apply_scd2(spark, spec, row_columns, stats.truncate is not None, point, layout)
-    if epochs and epochs != target_epochs(spark, names.target):
-        raw = json.dumps([[e, [list(s) for s in starts]] for e, starts in epochs])
-        spark.sql(f"ALTER TABLE {names.target} SET TBLPROPERTIES ('{EPOCHS_PROPERTY}' = '{raw}')")
+    record_epochs(spark, target, epochs)
     return ApplyResult(inserted=counts.get("insert", 0), updated=counts.get("update", 0),
                        deleted=counts.get("delete", 0), skipped=0, truncated=0,
                        snapshot_id=snapshot_id(spark, names.target), barrier=stats.truncate)
 
 
 def target_size(spark: Any, table: str) -> int:
-    """Rows in the target's data files (0 for an empty table), by which the merge's filters are chosen."""
+    """Rows in a table's data files (0 for an empty table), by which the merge's filters are chosen."""
     snap = current_snapshot(spark, table)
     return 0 if snap is None else snap.total_records

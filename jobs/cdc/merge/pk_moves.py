@@ -39,6 +39,7 @@ from cdc.schema.columns import (
     NEW_KEY,
     OFFSET,
     OLD_KEY,
+    OP,
     PARTITION,
     TOPIC,
     UNAVAILABLE,
@@ -50,7 +51,7 @@ __all__ = ["delete_images_sql", "fill_moved_sql", "image_sql", "prepare", "remem
 
 
 def _has(col: str, t: str = "ch") -> str:
-    return (f"{t}.`__op` <> 'd' AND NOT array_contains(coalesce({t}.{q(UNAVAILABLE)}, array()), {lit(col)})")
+    return (f"{t}.{q(OP)} <> 'd' AND NOT array_contains(coalesce({t}.{q(UNAVAILABLE)}, array()), {lit(col)})")
 
 
 def _eq_ordering(a: str, b: str, ordering: Sequence[str]) -> str:
@@ -91,7 +92,7 @@ def image_sql(spec: MergeSpec, requests: str, changes: str, columns: Sequence[st
 
 def _move_deletes(changes: str, ordering: Sequence[str], key: Sequence[str]) -> str:
     cols = ", ".join(q(c) for c in (*key, *ordering))
-    return f"SELECT DISTINCT {cols} FROM ({changes}) WHERE `__op` = 'd' AND {q(NEW_KEY)} IS NOT NULL"
+    return f"SELECT DISTINCT {cols} FROM ({changes}) WHERE {q(OP)} = 'd' AND {q(NEW_KEY)} IS NOT NULL"
 
 
 def delete_images_sql(spec: MergeSpec, changes: str, columns: Sequence[str]) -> str:
@@ -99,10 +100,10 @@ def delete_images_sql(spec: MergeSpec, changes: str, columns: Sequence[str]) -> 
     ``__image``."""
     image = image_sql(spec, _move_deletes(changes, spec.ordering, spec.key), changes, columns)
     value = "named_struct(" + ", ".join(f"{lit(c)}, i.{q(c + '__img')}.v" for c in columns) + ")"
-    return (f"SELECT d.`__partition` AS `__p`, d.`__offset` AS `__o`, {value} AS `__image` FROM ({changes}) d "
+    return (f"SELECT d.{q(PARTITION)} AS `__p`, d.{q(OFFSET)} AS `__o`, {value} AS `__image` FROM ({changes}) d "
             f"JOIN ({image}) i "
             f"ON {key_join('d', 'i', spec.key)} AND {_eq_ordering('d', 'i', spec.ordering)} "
-            f"WHERE d.`__op` = 'd' AND d.{q(NEW_KEY)} IS NOT NULL")
+            f"WHERE d.{q(OP)} = 'd' AND d.{q(NEW_KEY)} IS NOT NULL")
 
 
 def fill_moved_sql(spec: MergeSpec, changes: str) -> str:
@@ -112,9 +113,9 @@ def fill_moved_sql(spec: MergeSpec, changes: str) -> str:
     ords, cols = spec.ordering, spec.toast_columns
     old = {k: f"c.{q(OLD_KEY)}.{q(k)}" for k in spec.key}
     on_old = lambda t: " AND ".join(f"{t}.{q(k)} = {v}" for k, v in old.items())  # noqa: E731
-    is_move = f"c.`__op` = 'c' AND c.{q(OLD_KEY)} IS NOT NULL"
+    is_move = f"c.{q(OP)} = 'c' AND c.{q(OLD_KEY)} IS NOT NULL"
     group = ", ".join(q(c) for c in (*spec.key, *ords))
-    batch_d = (f"SELECT {group}, first({q(MOVED)}, true) AS {q(MOVED)} FROM ({changes}) WHERE `__op` = 'd' "
+    batch_d = (f"SELECT {group}, first({q(MOVED)}, true) AS {q(MOVED)} FROM ({changes}) WHERE {q(OP)} = 'd' "
                f"AND {q(MOVED)} IS NOT NULL GROUP BY {group}")
     requests = (f"SELECT DISTINCT {', '.join(f'{v} AS {q(k)}' for k, v in old.items())}, "
                 f"{', '.join('c.' + q(o) for o in ords)} FROM ({changes}) c WHERE {is_move} "
@@ -152,8 +153,8 @@ def prepare(spark: Any, spec: MergeSpec, row_columns: Sequence[Column],
         if OLD_KEY not in {f.name for f in spark.table(spec.staging).schema.fields}:
             return spec  # staged by a version without header columns
         row = spark.sql(f"SELECT count_if({q(OLD_KEY)} IS NOT NULL) AS o, "
-                        f"count_if({q(NEW_KEY)} IS NOT NULL AND `__op` = 'd') AS d FROM {spec.staging} "
-                        f"WHERE batch_id = {int(spec.batch_id)} AND `__kind` = 'change'").first()
+                        f"count_if({q(NEW_KEY)} IS NOT NULL AND {q(OP)} = 'd') AS d FROM {spec.staging} "
+                        f"WHERE batch_id = {int(spec.batch_id)} AND {q(KIND)} = 'change'").first()
         moves = (row["o"], row["d"])
     if not (moves[0] or moves[1]):
         return spec
@@ -175,9 +176,9 @@ def remember_images(spark: Any, spec: MergeSpec, columns: Sequence[str]) -> None
     from cdc.merge.sql import changes_sql
 
     batch = f"{spec.staging} WHERE batch_id = {int(spec.batch_id)}"
-    if spark.sql(f"SELECT count(*) FROM {batch} AND `__kind` = {lit(IMAGE)}").first()[0]:
+    if spark.sql(f"SELECT count(*) FROM {batch} AND {q(KIND)} = {lit(IMAGE)}").first()[0]:
         return
-    topic = spark.sql(f"SELECT first(`__topic`) FROM {batch}").first()[0]
+    topic = spark.sql(f"SELECT first({q(TOPIC)}) FROM {batch}").first()[0]
     images = spark.sql(delete_images_sql(spec, changes_sql(spec), columns))
     have = {"batch_id": F.lit(int(spec.batch_id)).cast("bigint"), TOPIC: F.lit(topic),
             PARTITION: F.col("__p"), OFFSET: F.col("__o"), KIND: F.lit(IMAGE), MOVED: F.col("__image")}

@@ -44,6 +44,7 @@ from cdc.schema.columns import (
     INGESTED_AT,
     KAFKA_OFFSET,
     KAFKA_PARTITION,
+    KIND,
     MOVED,
     NEW_KEY,
     OFFSET,
@@ -110,13 +111,15 @@ COMPACTED_DELETE = (2147483647, 9223372036854775807)
 def changes_sql(spec: MergeSpec) -> str:
     """The batch's change events that can still matter (after the truncate barrier); on compacted topics also the
     deletes that Kafka tombstones stand for (``compaction_deletes_sql``)."""
-    where = [f"c.batch_id = {int(spec.batch_id)}", "c.__kind = 'change'", "c.__op IN ('c', 'u', 'd', 'r')"]
+    where = [f"c.batch_id = {int(spec.batch_id)}", f"c.{q(KIND)} = 'change'", f"c.{q(OP)} IN ('c', 'u', 'd', 'r')"]
     cols = ", ".join(f"c.{q(x)}" if x != MOVED else f"i.{q(MOVED)}" for x in _change_columns(spec))
     source = f"{relation(spec, spec.staging)} c"
     if spec.pk_moves:  # a PK move's delete: its image, kept as a staging row of kind 'image' (cdc.merge.pk_moves)
-        source += (f" LEFT JOIN (SELECT `__partition` AS `__ip`, `__offset` AS `__io`, first({q(MOVED)}) AS {q(MOVED)} "
-                   f"FROM {spec.staging} WHERE batch_id = {int(spec.batch_id)} AND __kind = {lit(IMAGE)} "
-                   "GROUP BY `__partition`, `__offset`) i ON c.`__partition` = i.`__ip` AND c.`__offset` = i.`__io`")
+        source += (f" LEFT JOIN (SELECT {q(PARTITION)} AS `__ip`, {q(OFFSET)} AS `__io`, "
+                   f"first({q(MOVED)}) AS {q(MOVED)} "
+                   f"FROM {spec.staging} WHERE batch_id = {int(spec.batch_id)} AND {q(KIND)} = {lit(IMAGE)} "
+                   f"GROUP BY {q(PARTITION)}, {q(OFFSET)}) i "
+                   f"ON c.{q(PARTITION)} = i.`__ip` AND c.{q(OFFSET)} = i.`__io`")
     changes = f"SELECT {cols} FROM {source} WHERE " + " AND ".join(where)
     if spec.compacted:
         changes += f" UNION ALL {compaction_deletes_sql(spec, changes)}"
@@ -136,31 +139,31 @@ def compaction_deletes_sql(spec: MergeSpec, changes: str) -> str:
     k0 = q(spec.key[0])
     keys = ", ".join(f"b.{q(k)}" for k in spec.key)
     pos = ", ".join(f"'o{i}', c.{q(o)}" for i, o in enumerate(spec.ordering))
-    tomb = (f"SELECT {', '.join(q(k) for k in spec.key)}, `__partition`, `__offset` FROM {spec.staging} "
-            f"WHERE batch_id = {int(spec.batch_id)} AND __kind = 'tombstone' AND {k0} IS NOT NULL")
-    in_batch = (f"SELECT {keys}, b.`__partition`, b.`__offset`, max_by(named_struct({pos}, 'off', c.`__offset`), "
-                f"c.`__offset`) AS `__prev` FROM ({tomb}) b JOIN ({changes}) c ON {key_join('b', 'c', spec.key)} "
-                f"AND c.`__partition` = b.`__partition` AND c.`__offset` < b.`__offset` "
-                f"GROUP BY {keys}, b.`__partition`, b.`__offset`")
+    tomb = (f"SELECT {', '.join(q(k) for k in spec.key)}, {q(PARTITION)}, {q(OFFSET)} FROM {spec.staging} "
+            f"WHERE batch_id = {int(spec.batch_id)} AND {q(KIND)} = 'tombstone' AND {k0} IS NOT NULL")
+    in_batch = (f"SELECT {keys}, b.{q(PARTITION)}, b.{q(OFFSET)}, max_by(named_struct({pos}, 'off', c.{q(OFFSET)}), "
+                f"c.{q(OFFSET)}) AS `__prev` FROM ({tomb}) b JOIN ({changes}) c ON {key_join('b', 'c', spec.key)} "
+                f"AND c.{q(PARTITION)} = b.{q(PARTITION)} AND c.{q(OFFSET)} < b.{q(OFFSET)} "
+                f"GROUP BY {keys}, b.{q(PARTITION)}, b.{q(OFFSET)}")
     table_first = (f"t.{k0} IS NOT NULL AND (i.`__prev` IS NULL OR t.{q(KAFKA_OFFSET)} > i.`__prev`.off)")
     ords = [f"CASE WHEN {table_first} THEN {position_value('t', o)} ELSE i.`__prev`.o{n} END AS {q(o)}"
             for n, o in enumerate(spec.ordering)]
     row = [f"b.{q(c)}" if c in spec.key else f"NULL AS {q(c)}" for c in spec.columns]
     part, off = COMPACTED_DELETE
-    return (f"SELECT {', '.join(row + ords)}, 'd' AS `__op`, {part} AS `__partition`, {off} AS `__offset`, "
-            f"CAST(NULL AS BIGINT) AS `__source_ts_ms`, CAST(NULL AS ARRAY<STRING>) AS {q(UNAVAILABLE)}"
+    return (f"SELECT {', '.join(row + ords)}, 'd' AS {q(OP)}, {part} AS {q(PARTITION)}, {off} AS {q(OFFSET)}, "
+            f"CAST(NULL AS BIGINT) AS {q(SOURCE_TS_MS)}, CAST(NULL AS ARRAY<STRING>) AS {q(UNAVAILABLE)}"
             + "".join(f", NULL AS {q(c)}" for c in ((OLD_KEY, NEW_KEY, MOVED) if spec.pk_moves else ()))
             + f" FROM ({tomb}) b LEFT JOIN ({in_batch}) i ON {key_join('b', 'i', spec.key)} "
-            f"AND i.`__partition` = b.`__partition` AND i.`__offset` = b.`__offset` "
+            f"AND i.{q(PARTITION)} = b.{q(PARTITION)} AND i.{q(OFFSET)} = b.{q(OFFSET)} "
             f"LEFT JOIN {spec.target} t ON {key_join('b', 't', spec.key)} "
-            f"AND t.{q(KAFKA_PARTITION)} = b.`__partition` AND t.{q(KAFKA_OFFSET)} < b.`__offset` "
+            f"AND t.{q(KAFKA_PARTITION)} = b.{q(PARTITION)} AND t.{q(KAFKA_OFFSET)} < b.{q(OFFSET)} "
             f"WHERE i.`__prev` IS NOT NULL OR t.{k0} IS NOT NULL")
 
 
 def _carry_struct(spec: MergeSpec, col: str) -> str:
     """``named_struct(v, <col>, <position>...)`` of an event that *has* the column's value, else NULL."""
     pos = ", ".join(f"{lit(c)}, {q(c)}" for c in spec.staged_position)
-    return (f"IF(`__op` = 'd' OR array_contains(coalesce({q(UNAVAILABLE)}, array()), {lit(col)}), NULL, "
+    return (f"IF({q(OP)} = 'd' OR array_contains(coalesce({q(UNAVAILABLE)}, array()), {lit(col)}), NULL, "
             f"named_struct('v', {q(col)}, {pos}))")
 
 
@@ -177,7 +180,7 @@ def moved_toast_sql(spec: MergeSpec, changes: str) -> str:
     asc = ", ".join(q(c) for c in spec.staged_position)
     ords = [q(c) for c in spec.ordering]
     prior = ", ".join(f"last({_carry_struct(spec, c)}, true) OVER w AS {q(c + '__prior')}" for c in spec.toast_columns)
-    prior_sql = (f"SELECT {', '.join(ords)}, {key}, `__op`, {prior} FROM ({changes}) "
+    prior_sql = (f"SELECT {', '.join(ords)}, {key}, {q(OP)}, {prior} FROM ({changes}) "
                  f"WINDOW w AS (PARTITION BY {key} ORDER BY {asc} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)")
     live = f"t.{q(spec.key[0])} IS NOT NULL" + (f" AND NOT coalesce(t.{q(DELETED)}, false)" if spec.soft else "")
     moved_cols = []
@@ -187,19 +190,19 @@ def moved_toast_sql(spec: MergeSpec, changes: str) -> str:
         moved_cols.append(f"first(CASE WHEN {fresh} THEN named_struct('v', {prior_c}.v) "
                           f"WHEN {live} THEN named_struct('v', t.{q(c)}) END, true) AS {q(c + '__moved')}")
     moved_sql = (f"SELECT {', '.join('p.' + o for o in ords)}, first(struct({', '.join('p.' + q(k) for k in spec.key)})"
-                 f") AS `__old_key`, {', '.join(moved_cols)} FROM ({prior_sql}) p "
-                 f"LEFT JOIN {spec.target} t ON {key_join('p', 't', spec.key)} WHERE p.`__op` = 'd' "
+                 f") AS {q(OLD_KEY)}, {', '.join(moved_cols)} FROM ({prior_sql}) p "
+                 f"LEFT JOIN {spec.target} t ON {key_join('p', 't', spec.key)} WHERE p.{q(OP)} = 'd' "
                  f"GROUP BY {', '.join('p.' + o for o in ords)}")
-    takes = {c: (f"c.`__op` = 'c' AND array_contains(coalesce(c.{q(UNAVAILABLE)}, array()), {lit(c)}) "
+    takes = {c: (f"c.{q(OP)} = 'c' AND array_contains(coalesce(c.{q(UNAVAILABLE)}, array()), {lit(c)}) "
                  f"AND m.{q(c + '__moved')} IS NOT NULL") for c in spec.toast_columns}
     filled = [f"CASE WHEN {cond} THEN m.{q(c + '__moved')}.v ELSE c.{q(c)} END AS {q(c)}" for c, cond in takes.items()]
     drop = " OR ".join(f"(x = {lit(c)} AND {cond})" for c, cond in takes.items())
     unavailable = f"filter(c.{q(UNAVAILABLE)}, x -> NOT ({drop})) AS {q(UNAVAILABLE)}"
-    other_key = " OR ".join(f"c.{q(k)} <> m.`__old_key`.{q(k)}" for k in spec.key)
+    other_key = " OR ".join(f"c.{q(k)} <> m.{q(OLD_KEY)}.{q(k)}" for k in spec.key)
     keep = [c for c in _change_columns(spec) if c not in takes and c != UNAVAILABLE]
     return (f"SELECT {', '.join('c.' + q(c) for c in keep)}, "
             f"{', '.join(filled)}, {unavailable} FROM ({changes}) c LEFT JOIN ({moved_sql}) m "
-            f"ON c.`__op` = 'c' AND {tuple_eq('c', spec.ordering, 'm', spec.ordering)} AND ({other_key})")
+            f"ON c.{q(OP)} = 'c' AND {tuple_eq('c', spec.ordering, 'm', spec.ordering)} AND ({other_key})")
 
 
 def newest_sql(spec: MergeSpec, changes: str) -> str:
@@ -213,7 +216,7 @@ def newest_sql(spec: MergeSpec, changes: str) -> str:
             cols.append(f"last({_carry_struct(spec, c)}, true) OVER w_carry AS {q(c + '__carry')}")
         else:
             cols.append(q(c))
-    meta = [q(c) for c in spec.ordering] + ["`__op`", "`__partition`", "`__offset`", "`__source_ts_ms`"]
+    meta = [q(c) for c in spec.ordering] + [q(OP), q(PARTITION), q(OFFSET), q(SOURCE_TS_MS)]
     meta += [q(MOVED)] if spec.pk_moves else []  # a PK move's delete: the old key's columns, for its tombstone
     return (
         f"SELECT * FROM (SELECT {', '.join(cols + meta)}, row_number() OVER w_newest AS `__rn` FROM ({changes}) "
@@ -287,12 +290,12 @@ def classify_sql(spec: MergeSpec, newest: str) -> str:
         else:
             values.append(f"s.{q(c)}")
     action = (
-        "CASE " + " ".join(skip) + f" WHEN s.`__op` = 'd' AND {_live(spec)} THEN 'delete'"
-        " WHEN s.`__op` = 'd' THEN 'tombstone'"
+        "CASE " + " ".join(skip) + f" WHEN s.{q(OP)} = 'd' AND {_live(spec)} THEN 'delete'"
+        f" WHEN s.{q(OP)} = 'd' THEN 'tombstone'"
         f" WHEN {_live(spec)} THEN 'update' ELSE 'insert' END AS `__action`"
     )
-    meta = [f"s.{q(c)}" for c in spec.ordering] + ["s.`__op`", "s.`__partition`", "s.`__offset`",
-                                                   "s.`__source_ts_ms`"] + ([f"s.{q(MOVED)}"] if spec.pk_moves else [])
+    meta = [f"s.{q(c)}" for c in spec.ordering] + [f"s.{q(OP)}", f"s.{q(PARTITION)}", f"s.{q(OFFSET)}",
+                                                   f"s.{q(SOURCE_TS_MS)}"] + ([f"s.{q(MOVED)}"] if spec.pk_moves else [])
     if spec.locate_tombstones and spec.tombstones and not spec.soft:
         meta += [f"d.{q(TOMBSTONE_FILE)}", f"d.{q(TOMBSTONE_POS)}"]
     if spec.locate_target:
@@ -304,8 +307,8 @@ def classify_sql(spec: MergeSpec, newest: str) -> str:
 
 def _meta_assignments(spec: MergeSpec) -> list[tuple[str, str]]:
     return [(c, f"s.{q(c)}") for c in spec.ordering] + [
-        (OP, "s.`__op`"),
-        (SOURCE_TS_MS, "s.`__source_ts_ms`"),
+        (OP, f"s.{q(OP)}"),
+        (SOURCE_TS_MS, f"s.{q(SOURCE_TS_MS)}"),
         (KAFKA_PARTITION, f"s.{q(PARTITION)}"),
         (KAFKA_OFFSET, f"s.{q(OFFSET)}"),
         (BATCH_ID, str(int(spec.batch_id))),
@@ -389,7 +392,7 @@ def truncate_sql(spec: MergeSpec, position: Sequence[int]) -> list[str]:
     """Statements applying a truncate at ``position`` to the target (and dropping older tombstones)."""
     older = tuple_cmp_literal("t", spec.ordering, position, "<")
     if spec.soft:
-        sets = ", ".join([f"{q(DELETED)} = true", "`__op` = 't'", f"`__batch_id` = {int(spec.batch_id)}"])
+        sets = ", ".join([f"{q(DELETED)} = true", f"{q(OP)} = 't'", f"{q(BATCH_ID)} = {int(spec.batch_id)}"])
         return [f"UPDATE {spec.target} t SET {sets} WHERE {older} AND NOT coalesce({q(DELETED)}, false)"]
     stmts = [f"DELETE FROM {spec.target} t WHERE {older}"]
     if spec.tombstones:

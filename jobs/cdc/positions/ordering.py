@@ -44,12 +44,20 @@ from cdc.schema.columns import ORACLE_ORDERING as ORACLE
 from cdc.schema.columns import POSTGRES_ORDERING as POSTGRES
 from cdc.schema.columns import SQLSERVER_ORDERING as SQLSERVER
 
+Epochs = tuple[tuple[int, tuple[tuple[int, int], ...]], ...]  # (epoch, ((partition, first offset), ...)), oldest first
 
-def epochs_of(raw: Any) -> tuple[tuple[int, tuple[tuple[int, int], ...]], ...] | None:
-    """Epoch history from its JSON form ``[[epoch, [[partition, offset], ...]], ...]`` (None stays None)."""
+
+def epochs_of(raw: Any) -> Epochs | None:
+    """Epoch history from its JSON form ``[[epoch, [[partition, offset], ...]], ...]`` (None stays None); the
+    inverse of ``epochs_json``."""
     if raw is None:
         return None
     return tuple((int(e), tuple((int(p), int(o)) for p, o in starts)) for e, starts in raw)
+
+
+def epochs_json(epochs: Epochs | None) -> list[list[Any]] | None:
+    """The JSON form of an epoch history (the one codec: the staging and target tables' properties keep it)."""
+    return None if epochs is None else [[e, [list(s) for s in starts]] for e, starts in epochs]
 
 
 _AUTO = {"postgresql": "postgresql", "mysql": "mysql", "mariadb": "mysql", "sqlserver": "sqlserver",

@@ -42,7 +42,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 from cdc.common.errors import PositionRegression
 from cdc.common.sql import lit, q
 from cdc.positions.ordering import Ordering
-from cdc.schema.columns import SERVER_ID, align
+from cdc.schema.columns import KIND, OFFSET, PARTITION, SERVER_ID, align
 
 PG_MIN_DROP = 1 << 30  # bytes of WAL; a restart's redelivery goes back far less
 MYSQL_MIN_DROP = 3  # binlog files; a restart's redelivery goes back one at most (files are 1 GiB by default)
@@ -134,7 +134,7 @@ def far_back_sql(kind: str, columns: Sequence[str], lead: int, hi: Mapping[int, 
     c, drop = q(columns[i]), MYSQL_MIN_DROP if kind == "mysql" else PG_MIN_DROP
     parts = []
     for p, top in sorted(hi.items()):
-        conds = [f"__partition = {int(p)}"] + ([f"{q(columns[0])} = {int(top[0])}"] if lead else [])
+        conds = [f"{q(PARTITION)} = {int(p)}"] + ([f"{q(columns[0])} = {int(top[0])}"] if lead else [])
         v = int(top[i])
         conds.append(f"{v} - {c} >= {drop} AND {c} <= {v // 2}")
         parts.append("(" + " AND ".join(conds) + ")")
@@ -148,8 +148,9 @@ def first_far_back_sql(staging: str, batch_id: int, kind: str, columns: Sequence
     if pred is None:
         return None
     position = "array(" + ", ".join(f"CAST({q(c)} AS BIGINT)" for c in columns) + ")"
-    return (f"SELECT __partition AS p, min(named_struct('o', __offset, 'pos', {position})) AS first FROM {staging} "
-            f"WHERE batch_id = {int(batch_id)} AND __kind = 'change' AND ({pred}) GROUP BY __partition")
+    return (f"SELECT {q(PARTITION)} AS p, min(named_struct('o', {q(OFFSET)}, 'pos', {position})) AS first "
+            f"FROM {staging} "
+            f"WHERE batch_id = {int(batch_id)} AND {q(KIND)} = 'change' AND ({pred}) GROUP BY {q(PARTITION)}")
 
 
 def unknown_servers(batch: Mapping[int, Sequence[str] | None], known: Mapping[int, Set[str]]
@@ -167,10 +168,12 @@ def first_new_server_sql(staging: str, batch_id: int, columns: Sequence[str], ne
     sid = q(SERVER_ID)
     which = " OR ".join(f"(p = {int(p)} AND s IN ({', '.join(lit(i) for i in sorted(ids))}))"
                         for p, ids in sorted(new.items()))
-    return (f"SELECT p, s, o, pos, before FROM (SELECT __partition AS p, {sid} AS s, __offset AS o, {position} AS pos, "
-            f"max({position}) OVER (PARTITION BY __partition ORDER BY __offset ROWS BETWEEN UNBOUNDED PRECEDING AND 1 "
-            f"PRECEDING) AS before, row_number() OVER (PARTITION BY __partition, {sid} ORDER BY __offset) AS n "
-            f"FROM {staging} WHERE batch_id = {int(batch_id)} AND __kind = 'change') WHERE n = 1 AND ({which})")
+    return (f"SELECT p, s, o, pos, before FROM (SELECT {q(PARTITION)} AS p, {sid} AS s, {q(OFFSET)} AS o, "
+            f"{position} AS pos, "
+            f"max({position}) OVER (PARTITION BY {q(PARTITION)} ORDER BY {q(OFFSET)} "
+            f"ROWS BETWEEN UNBOUNDED PRECEDING AND 1 "
+            f"PRECEDING) AS before, row_number() OVER (PARTITION BY {q(PARTITION)}, {sid} ORDER BY {q(OFFSET)}) AS n "
+            f"FROM {staging} WHERE batch_id = {int(batch_id)} AND {q(KIND)} = 'change') WHERE n = 1 AND ({which})")
 
 
 def new_server_falls(firsts: Iterable[tuple[int, str, int, Sequence[int], Sequence[int] | None]],

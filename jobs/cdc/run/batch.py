@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cdc.common.cli_contract import BackfillBounds, Bounds
@@ -18,7 +18,7 @@ from cdc.config.model import PipelineConfig, TableConfig
 from cdc.config.names import TableNames, names
 from cdc.config.table_layout import check_columns
 from cdc.iceberg.snapshot_summary import batch_summary, commit_properties
-from cdc.iceberg.tables import existing_columns, target_epochs
+from cdc.iceberg.tables import TargetState, existing_columns, target_state
 from cdc.kafka.offsets import is_compacted
 from cdc.kafka.plan import OffsetRange, cap_ranges, plan_backfill, plan_incremental, read_samples, split_chunks
 from cdc.ledger.expiry import keep_history_short
@@ -50,6 +50,17 @@ from cdc.stage.stage import (
     unbound_columns,
 )
 from cdc.stage.stats import BatchStats, PartitionCounts, batch_stats
+
+
+@dataclass(frozen=True)
+class BatchSchema:
+    """What a batch is read and merged with: its row columns, key, source ordering and (for a batch still to read)
+    the topic's decoder."""
+
+    columns: list[Column]
+    key: tuple[str, ...]
+    ordering: Ordering
+    decoder: Any = None  # cdc.decode.base.Decoder; None for a staged batch that is only merged
 
 
 def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: str = "incremental",
@@ -178,9 +189,10 @@ class TableRun:
                 if ordering.kind == "postgresql" and POSTGRES_COMMIT_ORDERING[0] not in {
                         c.name for c in existing_columns(self.spark, self.names.staging)}:
                     ordering = replace(ordering, kind="postgresql_lsn")  # staged before commit ordering existed
-                row_cols = self.row_columns_of_staging(ordering)
+                schema = BatchSchema(staged_row_columns(existing_columns(self.spark, self.names.staging)), key,
+                                     ordering)
             self.merge_and_commit(TableResult(self.t.target, self.t.topic, ranges=ranges),  # snapshot summary
-                                  pending.batch_id, row_cols, key, ordering)
+                                  pending.batch_id, schema)
         return True
 
     def lease(self, batch_id: int) -> LeaseKeeper:
@@ -188,9 +200,6 @@ class TableRun:
         return LeaseKeeper(lambda: self.ledger.renew(self.t.target, batch_id, self.run_id),
                            renewal_interval(self.cfg.batch.claim_timeout_minutes * 60),
                            f"table {self.t.target} batch {batch_id}")
-
-    def row_columns_of_staging(self, ordering: Ordering) -> list[Column]:
-        return staged_row_columns(existing_columns(self.spark, self.names.staging))
 
     def run_ranges(self, result: TableResult, ranges: list[OffsetRange], mode: str, dry_run: bool) -> None:
         result.ranges = ranges
@@ -230,13 +239,13 @@ class TableRun:
         return planned if planned is not None else self.ledger.state(self.t.target, None)
 
     def stage_and_merge(self, result: TableResult, batch_id: int, ranges: list[OffsetRange], mode: str,
-                        schema: tuple[list[Column], tuple[str, ...], Ordering, Any] | None = None) -> None:
+                        schema: BatchSchema | None = None) -> None:
         result.batch_id = batch_id
         result.ranges = ranges
         if schema is None:
             with phase(result, "plan"):
                 schema = self.batch_schema(ranges)
-        row_cols, key, ordering, decoder = schema
+        row_cols, key, ordering, decoder = schema.columns, schema.key, schema.ordering, schema.decoder
         spec = ReadSpec(
             table=self.t.target, kafka_conf=dict(self.cfg.kafka), decoder=decoder.bind(row_cols), ordering=ordering,
             key=tuple(key), row_columns=tuple(row_cols),
@@ -274,7 +283,7 @@ class TableRun:
         result.events_read = sum(c.events_read for c in counts.values())
         result.events_skipped = sum(c.events_skipped for c in counts.values())
         result.dead_letters = sum(c.dead_letters for c in counts.values())
-        self.merge_and_commit(result, batch_id, row_cols, key, ordering, stats)
+        self.merge_and_commit(result, batch_id, BatchSchema(row_cols, key, ordering), stats)
 
     def stage_batch(self, spec: ReadSpec, chunks: list[Any]) -> BatchStats:
         """Stage the batch's chunks; its stats (counted from the rows in hand when the driver read them)."""
@@ -291,8 +300,9 @@ class TableRun:
         return regression.check(self.spark, self.names.staging, batch_id, self.t.target, self.t.topic, ordering,
                                 counts, positions, servers, self.peers)
 
-    def merge_and_commit(self, result: TableResult, batch_id: int, row_cols: list[Column], key: tuple[str, ...],
-                         ordering: Ordering, stats: BatchStats | None = None) -> None:
+    def merge_and_commit(self, result: TableResult, batch_id: int, schema: BatchSchema,
+                         stats: BatchStats | None = None) -> None:
+        ordering = schema.ordering
         with phase(result, "merge"):
             claimed, self.claimed = self.claimed, None  # a recovered batch has no claim state: read the barrier
             previous = claimed.barrier_before(batch_id) if claimed is not None \
@@ -301,9 +311,10 @@ class TableRun:
                 stats = batch_stats(self.spark, self.names.staging, batch_id, ordering.columns)
             summary = batch_summary(self.cfg.pipeline, batch_id, self.t.topic, result.ranges)
             with commit_properties(self.spark, summary):  # cdc.batch-id etc. in the target's snapshot summaries
-                applied = apply_batch(self.spark, self.names, batch_id, row_cols, key, ordering.columns,
+                applied = apply_batch(self.spark, self.names, batch_id, schema.columns, schema.key, ordering.columns,
                                       self.t.delete_mode, previous, stats, self.compacted(result), ordering.epochs,
-                                      layout=self.t.layout, filters=self.cfg.batch, **self.write_mode(result, key))
+                                      layout=self.t.layout, filters=self.cfg.batch,
+                                      **self.write_mode(result, schema.key))
         checkpoint("before_commit")
         with phase(result, "commit"):
             counts = {"inserted": applied.inserted, "updated": applied.updated, "deleted": applied.deleted}
@@ -341,7 +352,7 @@ class TableRun:
                 self._compacted = bool(found)
         return self._compacted
 
-    def batch_schema(self, ranges: list[OffsetRange]) -> tuple[list[Column], tuple[str, ...], Ordering, Any]:
+    def batch_schema(self, ranges: list[OffsetRange]) -> BatchSchema:
         """Row columns, key, ordering and decoder for a new batch (from samples, the registry and the table)."""
         from cdc.decode.factory import make_decoder
 
@@ -349,8 +360,8 @@ class TableRun:
         keyless = not self.t.primary_key and self.t.write_mode in (None, "append")  # keyless records may sample
         samples = read_samples(self.cfg.kafka, ranges, timeout=self.cfg.batch.read_timeout_seconds,
                                usable=lambda k, v: (k is not None or keyless) and bool(decoder.record_columns(k, v)))
-        target_cols = existing_columns(self.spark, self.names.target)
-        existing = row_columns(target_cols)
+        target = target_state(self.spark, self.names.target)  # read once for the plan
+        existing = row_columns(target.columns)
         from cdc.kafka.plan import find_first
         from cdc.schema import evolution
 
@@ -375,10 +386,10 @@ class TableRun:
                 f"{self.cfg.source_path}: table {self.t.target}: primary key {list(key)} "
                 f"{'is empty' if not key else f'has columns {missing} that are not in the row'}; set primary_key "
                 "for this table in the pipeline YAML")
-        ordering = self.ordering(decoder.bind(cols), samples, [c.name for c in target_cols], ranges)
+        ordering = self.ordering(decoder.bind(cols), samples, target, ranges)
         check_columns(self.t.layout, [*cols, *target_meta(ordering.columns, self.t.delete_mode == "soft")],
                       self.t.target, self.cfg.source_path)  # partition_by / sort_by columns: before the claim
-        return cols, tuple(key), ordering, decoder
+        return BatchSchema(cols, tuple(key), ordering, decoder)
 
     def known_key(self) -> tuple[str, ...]:
         """The key earlier batches used (a range may hold only keyless records, e.g. a truncate)."""
@@ -388,13 +399,14 @@ class TableRun:
             return ()
 
     def ordering(self, decoder: Any, samples: list[tuple[bytes | None, bytes | None]],
-                 target_names: list[str], ranges: list[OffsetRange]) -> Ordering:
+                 target: TargetState, ranges: list[OffsetRange]) -> Ordering:
         """The source ordering (configured, the table's, or by connector), with ``tables[].ordering_epoch`` in
         front once it is used (never below the epoch the table already holds)."""
+        target_names = [c.name for c in target.columns]
         base = sampled_ordering(self.t.ordering, self.t.target, decoder, samples, target_names)
         if not self.t.ordering_epoch and EPOCH not in target_names:
             return base
-        held = replace(base, epochs=target_epochs(self.spark, self.names.target))
+        held = replace(base, epochs=target.epochs)
         if self.t.ordering_epoch < (held.epoch or 0):
             raise ConfigError(
                 f"{self.cfg.source_path}: table {self.t.target}: ordering_epoch {self.t.ordering_epoch} is below the "
@@ -412,4 +424,4 @@ class TableRun:
         return out
 
 
-__all__ = ["run_batch", "PendingBatch", "TableResult"]
+__all__ = ["run_batch", "BatchSchema", "TableRun"]

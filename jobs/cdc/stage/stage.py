@@ -15,8 +15,19 @@ from cdc.common.sql import lit, q
 from cdc.config.names import TableNames
 from cdc.iceberg.tables import ensure_staging, spark_schema, table_property
 from cdc.kafka.plan import OffsetRange
-from cdc.positions.ordering import Ordering, epochs_of
-from cdc.schema.columns import Column, arrow_schema
+from cdc.positions.ordering import Ordering, epochs_json, epochs_of
+from cdc.schema.columns import (
+    ERROR,
+    ERROR_CLASS,
+    KIND,
+    OFFSET,
+    PARTITION,
+    RAW_KEY,
+    RAW_VALUE,
+    TOPIC,
+    Column,
+    arrow_schema,
+)
 from cdc.stage.reader import ReadSpec, map_chunks
 from cdc.stage.stats import BatchStats, ChunkAggregates, PartitionCounts, TaskCounts, arrow_batch_stats
 
@@ -28,7 +39,7 @@ def stage(spark: Any, spec: ReadSpec, chunks: Sequence[OffsetRange], names: Tabl
     the driver read it (counted from the rows in hand, ``arrow_batch_stats``: no Spark job), else None (then
     ``batch_stats`` counts the staged rows)."""
     ensure_staging(spark, names.staging, spec.staging_columns)
-    epochs = None if spec.ordering.epochs is None else [[e, [list(s) for s in st]] for e, st in spec.ordering.epochs]
+    epochs = epochs_json(spec.ordering.epochs)
     spark.sql(f"ALTER TABLE {names.staging} SET TBLPROPERTIES ("
               f"'cdc.key'={lit(json.dumps(list(spec.key)))}, "
               f"'cdc.ordering'={lit(json.dumps([spec.ordering.kind, list(spec.ordering.paths), epochs]))})")
@@ -82,10 +93,10 @@ def staged_key_and_ordering(spark: Any, staging: str) -> tuple[tuple[str, ...], 
 
 def record_dead_letters(spark: Any, names: TableNames, pipeline: str, table: str, batch_id: int) -> None:
     """Copy the batch's bad records to the dead-letter table (idempotent on topic/partition/offset)."""
-    src = (f"SELECT {lit(pipeline)} AS pipeline, {lit(table)} AS table_name, batch_id, __topic AS topic, "
-           f"__partition AS `partition`, __offset AS `offset`, __raw_key AS key, __raw_value AS value, "
-           f"__error_class AS error_class, __error AS error_message, current_timestamp() AS created_at "
-           f"FROM {names.staging} WHERE batch_id = {int(batch_id)} AND __kind = 'error'")
+    src = (f"SELECT {lit(pipeline)} AS pipeline, {lit(table)} AS table_name, batch_id, {q(TOPIC)} AS topic, "
+           f"{q(PARTITION)} AS `partition`, {q(OFFSET)} AS `offset`, {q(RAW_KEY)} AS key, {q(RAW_VALUE)} AS value, "
+           f"{q(ERROR_CLASS)} AS error_class, {q(ERROR)} AS error_message, current_timestamp() AS created_at "
+           f"FROM {names.staging} WHERE batch_id = {int(batch_id)} AND {q(KIND)} = 'error'")
     spark.sql(
         f"MERGE INTO {names.dead_letters} d USING ({src}) s ON d.table_name = s.table_name AND d.topic = s.topic "
         "AND d.`partition` = s.`partition` AND d.`offset` = s.`offset` WHEN NOT MATCHED THEN INSERT *")
@@ -111,8 +122,8 @@ def unbound_columns(spark: Any, staging: str, batch_id: int, decoder: Any, row_c
     from cdc.schema import evolution
 
     found = spark.sql(
-        f"SELECT min(struct(__partition, __offset, __raw_key, __raw_value)) AS r FROM {staging} "
-        f"WHERE batch_id = {int(batch_id)} AND __error_class = 'UnboundColumns' GROUP BY __error").collect()
+        f"SELECT min(struct({q(PARTITION)}, {q(OFFSET)}, {q(RAW_KEY)}, {q(RAW_VALUE)})) AS r FROM {staging} "
+        f"WHERE batch_id = {int(batch_id)} AND {q(ERROR_CLASS)} = 'UnboundColumns' GROUP BY {q(ERROR)}").collect()
     cols = list(row_cols)
     for p, o, k, v in (r["r"] for r in found):
         try:

@@ -12,6 +12,7 @@ from pyspark.accumulators import AccumulatorParam
 
 from cdc.common.sql import lit, q
 from cdc.kafka.plan import OffsetRange
+from cdc.schema.columns import KIND, OP, PARTITION, UNAVAILABLE
 
 SKIPPED = ("tombstone", "message", "tx")
 
@@ -54,22 +55,24 @@ class BatchStats:
 def batch_stats(spark: Any, staging: str, batch_id: int, ordering: Sequence[str]) -> BatchStats:
     skipped = ", ".join(lit(k) for k in SKIPPED)
     position = "named_struct(" + ", ".join(f"'o{i}', {q(c)}" for i, c in enumerate(ordering)) + ")"
-    lowest = "array(" + ", ".join(f"min(IF(__kind = 'change', CAST({q(c)} AS BIGINT), NULL))" for c in ordering) + ")"
+    lowest = "array(" + ", ".join(f"min(IF({q(KIND)} = 'change', CAST({q(c)} AS BIGINT), NULL))"
+                                  for c in ordering) + ")"
     from cdc.schema.columns import NEW_KEY, OLD_KEY, SERVER_ID
 
     have = {f.name for f in spark.table(staging).schema.fields}
     headers = {OLD_KEY, NEW_KEY} <= have
-    servers = f"collect_set(IF(__kind = 'change', {q(SERVER_ID)}, NULL))" if SERVER_ID in have \
+    servers = f"collect_set(IF({q(KIND)} = 'change', {q(SERVER_ID)}, NULL))" if SERVER_ID in have \
         else "CAST(NULL AS ARRAY<STRING>)"  # staged before server ids were
-    moves = (f"count_if(__kind = 'change' AND {q(OLD_KEY)} IS NOT NULL) AS mo, "
-             f"count_if(__kind = 'change' AND {q(NEW_KEY)} IS NOT NULL AND __op = 'd') AS md, ") if headers else ""
+    moves = (f"count_if({q(KIND)} = 'change' AND {q(OLD_KEY)} IS NOT NULL) AS mo, "
+             f"count_if({q(KIND)} = 'change' AND {q(NEW_KEY)} IS NOT NULL AND {q(OP)} = 'd') AS md, "
+             ) if headers else ""
     rows = spark.sql(
-        f"SELECT __partition AS p, count(*) AS n, sum(IF(__kind IN ({skipped}), 1, 0)) AS s, "
-        f"sum(IF(__kind = 'error', 1, 0)) AS e, array_distinct(flatten(collect_list(__unavailable))) AS u, "
-        f"max(IF(__kind = 'change' AND __op = 't', {position}, NULL)) AS t, "
-        f"max(IF(__kind = 'change', {position}, NULL)) AS m, "
+        f"SELECT {q(PARTITION)} AS p, count(*) AS n, sum(IF({q(KIND)} IN ({skipped}), 1, 0)) AS s, "
+        f"sum(IF({q(KIND)} = 'error', 1, 0)) AS e, array_distinct(flatten(collect_list({q(UNAVAILABLE)}))) AS u, "
+        f"max(IF({q(KIND)} = 'change' AND {q(OP)} = 't', {position}, NULL)) AS t, "
+        f"max(IF({q(KIND)} = 'change', {position}, NULL)) AS m, "
         f"{moves}{lowest} AS lo, {servers} AS sv "
-        f"FROM {staging} WHERE batch_id = {int(batch_id)} GROUP BY __partition"
+        f"FROM {staging} WHERE batch_id = {int(batch_id)} GROUP BY {q(PARTITION)}"
     ).collect()
     return _assemble([r.asDict() for r in rows], headers)
 

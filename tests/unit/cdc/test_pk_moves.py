@@ -45,7 +45,7 @@ def test_without_moves_the_merge_sql_is_unchanged():
 
 def test_changes_give_a_moves_delete_the_image_kept_in_staging_and_the_tombstone_stores_it():
     sql = changes_sql(SPEC)
-    assert f"__kind = '{IMAGE}'" in sql and "i.`__moved`" in sql and "c.`__old_key`" in sql
+    assert f"`__kind` = '{IMAGE}'" in sql and "i.`__moved`" in sql and "c.`__old_key`" in sql
     assert "s.`__moved`" in classify_sql(SPEC, "X") and "`__moved`" in newest_sql(SPEC, "X")
     assert "t.`__moved` = s.`__moved`" in merge_tombstones_sql(SPEC, "v")
 

@@ -31,6 +31,7 @@ from cdc.schema.columns import (
     INGESTED_AT,
     KAFKA_OFFSET,
     KAFKA_PARTITION,
+    KIND,
     OFFSET,
     OP,
     PARTITION,
@@ -52,8 +53,8 @@ def batch_changes_sql(spec: ModeSpec, stored: str = "target") -> str:
     mode keeps earlier changes, ``target`` for append, ``log`` for scd2)."""
     sel = ", ".join(q(c) for c in change_columns(spec))
     ops = ", ".join(lit(o) for o in CHANGE_OPS)
-    base = (f"SELECT {sel} FROM {spec.staging} WHERE batch_id = {int(spec.batch_id)} AND __kind = 'change' "
-            f"AND __op IN ({ops})")
+    base = (f"SELECT {sel} FROM {spec.staging} WHERE batch_id = {int(spec.batch_id)} AND {q(KIND)} = 'change' "
+            f"AND {q(OP)} IN ({ops})")
     if not spec.key:
         return base
     ident = ", ".join([*(q(c) for c in (*spec.key, *spec.ordering, OP)), *(comparable(spec, c, "") for c in
@@ -61,16 +62,16 @@ def batch_changes_sql(spec: ModeSpec, stored: str = "target") -> str:
     if spec.compacted:
         base = f"{base} UNION ALL {compacted_deletes_sql(spec, base, stored)}"
         ident += f", {is_compacted('')}"
-    return (f"SELECT {sel} FROM (SELECT *, row_number() OVER (PARTITION BY {ident} ORDER BY `__partition`, "
-            f"`__offset`) AS `__rn` FROM ({base})) WHERE `__rn` = 1")
+    return (f"SELECT {sel} FROM (SELECT *, row_number() OVER (PARTITION BY {ident} ORDER BY {q(PARTITION)}, "
+            f"{q(OFFSET)}) AS `__rn` FROM ({base})) WHERE `__rn` = 1")
 
 
 def identity_sql(spec: ModeSpec, t: str, s: str, t_staged: bool = False) -> str:
     """Change ``s`` (staging names) is the change ``t`` holds (target names, or staging names with ``t_staged``)."""
     part, off = (PARTITION, OFFSET) if t_staged else (KAFKA_PARTITION, KAFKA_OFFSET)
     if not spec.key:
-        return f"{t}.{q(part)} = {s}.`__partition` AND {t}.{q(off)} = {s}.`__offset`"
-    same = [*same_position(spec, t, s), f"{t}.`__op` = {s}.`__op`"]
+        return f"{t}.{q(part)} = {s}.{q(PARTITION)} AND {t}.{q(off)} = {s}.{q(OFFSET)}"
+    same = [*same_position(spec, t, s), f"{t}.{q(OP)} = {s}.{q(OP)}"]
     if spec.compacted:  # a compacted delete (cdc.merge.modes.compacted) is never the same change as a real one
         same.append(f"{is_compacted(t, part)} = {is_compacted(s, PARTITION)}")
     return " AND ".join([*same, *same_image(spec, t, s)])
@@ -94,7 +95,7 @@ def same_image(spec: ModeSpec, t: str, s: str) -> list[str]:
     for c in image_columns(spec):
         skip = f"array_contains(coalesce({s}.{q(UNAVAILABLE)}, array()), {lit(c)})"
         if c in spec.toast_columns:
-            skip = f"{s}.`__op` = 'c' OR {skip}"
+            skip = f"{s}.{q(OP)} = 'c' OR {skip}"
         out.append(f"({skip} OR {comparable(spec, c, t)} <=> {comparable(spec, c, s)})")
     return out
 
@@ -111,7 +112,7 @@ def same_position(spec: ModeSpec, a: str, b: str) -> list[str]:
 def carry_sql(col: str) -> str:
     """``named_struct('v', col)`` of a change that *has* the column's value (not a delete or truncate, not
     unavailable), else NULL: what ``last(..., true)`` carries forward."""
-    return (f"IF(`__op` IN ('d', 't') OR array_contains(coalesce({q(UNAVAILABLE)}, array()), {lit(col)}), NULL, "
+    return (f"IF({q(OP)} IN ('d', 't') OR array_contains(coalesce({q(UNAVAILABLE)}, array()), {lit(col)}), NULL, "
             f"named_struct('v', {q(col)}))")
 
 
@@ -123,7 +124,7 @@ def fill_toast_sql(spec: ModeSpec, changes: str) -> str:
     keys = ", ".join(q(k) for k in spec.key)
     asc = ", ".join(q(c) for c in spec.staged_position)
     stored = [f"t.{q(c)}" for c in (*spec.columns, *spec.ordering, OP)] + [
-        f"t.{q(KAFKA_PARTITION)} AS `__partition`", f"t.{q(KAFKA_OFFSET)} AS `__offset`", f"t.{q(SOURCE_TS_MS)}",
+        f"t.{q(KAFKA_PARTITION)} AS {q(PARTITION)}", f"t.{q(KAFKA_OFFSET)} AS {q(OFFSET)}", f"t.{q(SOURCE_TS_MS)}",
         f"CAST(NULL AS ARRAY<STRING>) AS {q(UNAVAILABLE)}"]
     touched = f"SELECT DISTINCT {keys} FROM ({changes}) WHERE {q(spec.key[0])} IS NOT NULL"
     both = (f"SELECT {', '.join(q(c) for c in cols)}, false AS `__stored` FROM ({changes}) UNION ALL "
@@ -150,8 +151,8 @@ def new_changes_sql(spec: ModeSpec, changes: str) -> str:
 def insert_values(spec: ModeSpec) -> list[tuple[str, str]]:
     """(target column, value from change ``s``) of an inserted row."""
     return ([(c, f"s.{q(c)}") for c in (*spec.columns, *spec.ordering)] + [
-        (OP, "s.`__op`"), (SOURCE_TS_MS, f"s.{q(SOURCE_TS_MS)}"), (KAFKA_PARTITION, "s.`__partition`"),
-        (KAFKA_OFFSET, "s.`__offset`"), (BATCH_ID, str(int(spec.batch_id))), (INGESTED_AT, "current_timestamp()")])
+        (OP, f"s.{q(OP)}"), (SOURCE_TS_MS, f"s.{q(SOURCE_TS_MS)}"), (KAFKA_PARTITION, f"s.{q(PARTITION)}"),
+        (KAFKA_OFFSET, f"s.{q(OFFSET)}"), (BATCH_ID, str(int(spec.batch_id))), (INGESTED_AT, "current_timestamp()")])
 
 
 def merge_sql(spec: ModeSpec, changes: str, voided: bool = False) -> str:

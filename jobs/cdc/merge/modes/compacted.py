@@ -24,7 +24,7 @@ from cdc.common.sql import key_join, q
 from cdc.merge.modes.spec import ModeSpec
 from cdc.merge.sql import COMPACTED_DELETE
 from cdc.positions.sql import position_value
-from cdc.schema.columns import KAFKA_OFFSET, KAFKA_PARTITION, OFFSET, OP, PARTITION, SOURCE_TS_MS, UNAVAILABLE
+from cdc.schema.columns import KAFKA_OFFSET, KAFKA_PARTITION, KIND, OFFSET, OP, PARTITION, SOURCE_TS_MS, UNAVAILABLE
 
 KEYED = "('c', 'r', 'u', 'd')"
 
@@ -48,23 +48,23 @@ def position_gt(spec: ModeSpec, a: str, b: str) -> str:
 
 def tombstones_sql(spec: ModeSpec) -> str:
     k0 = q(spec.key[0])
-    return (f"SELECT {', '.join(q(k) for k in spec.key)}, `__partition`, `__offset` FROM {spec.staging} "
-            f"WHERE batch_id = {int(spec.batch_id)} AND __kind = 'tombstone' AND {k0} IS NOT NULL")
+    return (f"SELECT {', '.join(q(k) for k in spec.key)}, {q(PARTITION)}, {q(OFFSET)} FROM {spec.staging} "
+            f"WHERE batch_id = {int(spec.batch_id)} AND {q(KIND)} = 'tombstone' AND {k0} IS NOT NULL")
 
 
 def known_sql(spec: ModeSpec, changes: str, stored: str, keys: str) -> str:
     """Keyed changes of ``keys`` (key, ordering, op, Kafka partition/offset, source ts; staging names): the batch's
     ``changes`` and those stored in the append table (``stored='target'``) or the scd2 change log (``'log'``)."""
     own = [*spec.key, *spec.ordering, OP, PARTITION, OFFSET, SOURCE_TS_MS]
-    batch = f"SELECT {', '.join(q(c) for c in own)} FROM ({changes}) WHERE `__op` IN {KEYED}"
+    batch = f"SELECT {', '.join(q(c) for c in own)} FROM ({changes}) WHERE {q(OP)} IN {KEYED}"
     if stored == "log":
         table, part, off = spec.log, PARTITION, OFFSET
     else:
         table, part, off = spec.target, KAFKA_PARTITION, KAFKA_OFFSET
     cols = [f"t.{q(c)}" for c in (*spec.key, *spec.ordering, OP)] + [
-        f"t.{q(part)} AS `__partition`", f"t.{q(off)} AS `__offset`", f"t.{q(SOURCE_TS_MS)}"]
+        f"t.{q(part)} AS {q(PARTITION)}", f"t.{q(off)} AS {q(OFFSET)}", f"t.{q(SOURCE_TS_MS)}"]
     kept = (f"SELECT {', '.join(cols)} FROM {table} t LEFT SEMI JOIN ({keys}) k ON {key_join('t', 'k', spec.key)} "
-            f"WHERE t.`__op` IN {KEYED}")
+            f"WHERE t.{q(OP)} IN {KEYED}")
     return f"{batch} UNION ALL {kept}"
 
 
@@ -75,18 +75,18 @@ def compacted_deletes_sql(spec: ModeSpec, changes: str, stored: str) -> str:
     tomb = tombstones_sql(spec)
     known = known_sql(spec, changes, stored, f"SELECT DISTINCT {', '.join(keys)} FROM ({tomb})")
     ords = ", ".join(f"'o{i}', {_pos('c', o)}" for i, o in enumerate(spec.ordering))
-    prior = (f"SELECT {', '.join('b.' + k for k in keys)}, max(named_struct({ords}, 'ts', c.`__source_ts_ms`)) "
+    prior = (f"SELECT {', '.join('b.' + k for k in keys)}, max(named_struct({ords}, 'ts', c.{q(SOURCE_TS_MS)})) "
              f"AS `__prev` FROM ({tomb}) b JOIN ({known}) c ON {key_join('b', 'c', spec.key)} "
-             f"AND c.`__partition` = b.`__partition` AND c.`__offset` < b.`__offset` AND NOT {is_compacted('c')} "
-             f"GROUP BY {', '.join('b.' + k for k in keys)}, b.`__partition`, b.`__offset`")
+             f"AND c.{q(PARTITION)} = b.{q(PARTITION)} AND c.{q(OFFSET)} < b.{q(OFFSET)} AND NOT {is_compacted('c')} "
+             f"GROUP BY {', '.join('b.' + k for k in keys)}, b.{q(PARTITION)}, b.{q(OFFSET)}")
     placed = (f"SELECT DISTINCT {', '.join(keys)}, "
               + ", ".join(f"`__prev`.o{i} AS {q(o)}" for i, o in enumerate(spec.ordering))
-              + f", `__prev`.ts AS `__source_ts_ms` FROM ({prior})")
-    real = f"SELECT * FROM ({known}) x WHERE x.`__op` = 'd' AND NOT {is_compacted('x')}"
+              + f", `__prev`.ts AS {q(SOURCE_TS_MS)} FROM ({prior})")
+    real = f"SELECT * FROM ({known}) x WHERE x.{q(OP)} = 'd' AND NOT {is_compacted('x')}"
     part, off = COMPACTED_DELETE
     row = [f"p.{q(c)}" if c in spec.key else f"NULL AS {q(c)}" for c in spec.columns]
-    return (f"SELECT {', '.join(row)}, {', '.join('p.' + q(o) for o in spec.ordering)}, 'd' AS `__op`, "
-            f"{part} AS `__partition`, {off} AS `__offset`, p.`__source_ts_ms`, "
+    return (f"SELECT {', '.join(row)}, {', '.join('p.' + q(o) for o in spec.ordering)}, 'd' AS {q(OP)}, "
+            f"{part} AS {q(PARTITION)}, {off} AS {q(OFFSET)}, p.{q(SOURCE_TS_MS)}, "
             f"CAST(NULL AS ARRAY<STRING>) AS {q(UNAVAILABLE)} FROM ({placed}) p "
             f"LEFT ANTI JOIN ({real}) r ON {key_join('p', 'r', spec.key)} AND NOT {position_gt(spec, 'p', 'r')}")
 
@@ -94,18 +94,18 @@ def compacted_deletes_sql(spec: ModeSpec, changes: str, stored: str) -> str:
 def voided_sql(spec: ModeSpec, changes: str) -> str:
     """Append: stored compacted deletes that a real delete of the batch at a newer-or-equal position makes void, as
     change rows (staging names) to remove."""
-    real = f"SELECT * FROM ({changes}) x WHERE x.`__op` = 'd' AND NOT {is_compacted('x')}"
+    real = f"SELECT * FROM ({changes}) x WHERE x.{q(OP)} = 'd' AND NOT {is_compacted('x')}"
     cols = [f"t.{q(c)}" for c in (*spec.columns, *spec.ordering, OP)] + [
-        f"t.{q(KAFKA_PARTITION)} AS `__partition`", f"t.{q(KAFKA_OFFSET)} AS `__offset`", f"t.{q(SOURCE_TS_MS)}",
+        f"t.{q(KAFKA_PARTITION)} AS {q(PARTITION)}", f"t.{q(KAFKA_OFFSET)} AS {q(OFFSET)}", f"t.{q(SOURCE_TS_MS)}",
         f"CAST(NULL AS ARRAY<STRING>) AS {q(UNAVAILABLE)}"]
     return (f"SELECT {', '.join(cols)} FROM {spec.target} t LEFT SEMI JOIN ({real}) r "
             f"ON {key_join('t', 'r', spec.key)} AND NOT {position_gt(spec, 't', 'r')} "
-            f"WHERE t.`__op` = 'd' AND {is_compacted('t', KAFKA_PARTITION)}")
+            f"WHERE t.{q(OP)} = 'd' AND {is_compacted('t', KAFKA_PARTITION)}")
 
 
 def live_events_sql(spec: ModeSpec, events: str) -> str:
     """scd2: the events without compacted deletes that a real delete of the key at a newer-or-equal position makes
     void."""
-    real = f"SELECT * FROM ({events}) x WHERE x.`__op` = 'd' AND NOT {is_compacted('x')}"
-    return (f"SELECT e.* FROM ({events}) e LEFT ANTI JOIN ({real}) r ON {is_compacted('e')} AND e.`__op` = 'd' "
+    real = f"SELECT * FROM ({events}) x WHERE x.{q(OP)} = 'd' AND NOT {is_compacted('x')}"
+    return (f"SELECT e.* FROM ({events}) e LEFT ANTI JOIN ({real}) r ON {is_compacted('e')} AND e.{q(OP)} = 'd' "
             f"AND {key_join('e', 'r', spec.key)} AND NOT {position_gt(spec, 'e', 'r')}")

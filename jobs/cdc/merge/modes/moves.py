@@ -18,11 +18,11 @@ from cdc.common.sql import key_join, lit, q
 from cdc.merge.modes.append import change_columns
 from cdc.merge.modes.compacted import position_gt
 from cdc.merge.modes.spec import ModeSpec
-from cdc.schema.columns import KAFKA_OFFSET, KAFKA_PARTITION, OFFSET, OLD_KEY, OP, PARTITION, UNAVAILABLE
+from cdc.schema.columns import KAFKA_OFFSET, KAFKA_PARTITION, KIND, OFFSET, OLD_KEY, OP, PARTITION, UNAVAILABLE
 
 
 def _has(col: str, t: str) -> str:
-    return f"{t}.`__op` IN ('c', 'r', 'u') AND NOT array_contains(coalesce({t}.{q(UNAVAILABLE)}, array()), {lit(col)})"
+    return f"{t}.{q(OP)} IN ('c', 'r', 'u') AND NOT array_contains(coalesce({t}.{q(UNAVAILABLE)}, array()), {lit(col)})"
 
 
 def moved_sql(spec: ModeSpec, changes: str, stored: str, headers: bool) -> str:
@@ -35,16 +35,17 @@ def moved_sql(spec: ModeSpec, changes: str, stored: str, headers: bool) -> str:
     other = " OR ".join(f"c.{q(k)} <> d.`__old`.{q(k)}" for k in keys)
     same_at = " AND ".join(f"d.{q(o)} <=> c.{q(o)}" for o in spec.ordering)
     deletes = (f"SELECT {', '.join(q(o) for o in spec.ordering)}, first(struct({', '.join(q(k) for k in keys)})) "
-               f"AS `__old` FROM ({changes}) WHERE `__op` = 'd' GROUP BY {', '.join(q(o) for o in spec.ordering)}")
-    source = f"({changes}) c LEFT JOIN ({deletes}) d ON c.`__op` = 'c' AND {same_at} AND ({other})"
+               f"AS `__old` FROM ({changes}) WHERE {q(OP)} = 'd' GROUP BY {', '.join(q(o) for o in spec.ordering)}")
+    source = f"({changes}) c LEFT JOIN ({deletes}) d ON c.{q(OP)} = 'c' AND {same_at} AND ({other})"
     old = "d.`__old`"
     if headers:
-        h = (f"SELECT `__partition` AS `__hp`, `__offset` AS `__ho`, first({q(OLD_KEY)}) AS `__hk` FROM {spec.staging} "
-             f"WHERE batch_id = {int(spec.batch_id)} AND __kind = 'change' AND {q(OLD_KEY)} IS NOT NULL "
-             "GROUP BY `__partition`, `__offset`")
-        source += f" LEFT JOIN ({h}) h ON c.`__partition` = h.`__hp` AND c.`__offset` = h.`__ho`"
+        h = (f"SELECT {q(PARTITION)} AS `__hp`, {q(OFFSET)} AS `__ho`, first({q(OLD_KEY)}) AS `__hk` "
+             f"FROM {spec.staging} "
+             f"WHERE batch_id = {int(spec.batch_id)} AND {q(KIND)} = 'change' AND {q(OLD_KEY)} IS NOT NULL "
+             f"GROUP BY {q(PARTITION)}, {q(OFFSET)}")
+        source += f" LEFT JOIN ({h}) h ON c.{q(PARTITION)} = h.`__hp` AND c.{q(OFFSET)} = h.`__ho`"
         old = f"coalesce(h.`__hk`, {old})"
-    tagged = (f"SELECT c.*, IF(c.`__op` = 'c' AND size(coalesce(c.{q(UNAVAILABLE)}, array())) > 0, {old}, NULL) "
+    tagged = (f"SELECT c.*, IF(c.{q(OP)} = 'c' AND size(coalesce(c.{q(UNAVAILABLE)}, array())) > 0, {old}, NULL) "
               f"AS `__from` FROM {source}")
     requests = (f"SELECT DISTINCT {', '.join(f'`__from`.{q(k)} AS {q(k)}' for k in keys)}, "
                 f"{', '.join(q(o) for o in spec.ordering)} FROM ({tagged}) WHERE `__from` IS NOT NULL")
@@ -52,9 +53,9 @@ def moved_sql(spec: ModeSpec, changes: str, stored: str, headers: bool) -> str:
                                                                                 KAFKA_OFFSET)
     fields = (*keys, *spec.ordering, OP, *cols)
     unavailable = f"t.{q(UNAVAILABLE)}" if stored == "log" else f"CAST(NULL AS ARRAY<STRING>) AS {q(UNAVAILABLE)}"
-    history = (f"SELECT {', '.join(q(c) for c in fields)}, `__partition`, `__offset`, {q(UNAVAILABLE)} FROM "
-               f"({changes}) UNION ALL SELECT {', '.join('t.' + q(c) for c in fields)}, t.{q(part)} AS `__partition`, "
-               f"t.{q(off)} AS `__offset`, {unavailable} FROM {table} t LEFT SEMI JOIN ({requests}) k "
+    history = (f"SELECT {', '.join(q(c) for c in fields)}, {q(PARTITION)}, {q(OFFSET)}, {q(UNAVAILABLE)} FROM "
+               f"({changes}) UNION ALL SELECT {', '.join('t.' + q(c) for c in fields)}, t.{q(part)} AS {q(PARTITION)}, "
+               f"t.{q(off)} AS {q(OFFSET)}, {unavailable} FROM {table} t LEFT SEMI JOIN ({requests}) k "
                f"ON {key_join('t', 'k', keys)}")
     pos = ", ".join(f"{lit(c)}, x.{q(c)}" for c in spec.staged_position)
     imgs = ", ".join(f"max_by(IF({_has(c, 'x')}, named_struct('v', x.{q(c)}), NULL), "

@@ -12,8 +12,10 @@ from typing import Any, Callable, Sequence
 import pyarrow as pa
 
 from cdc.common.errors import ConfigError
+from cdc.common.sql import q
+from cdc.iceberg.tables import WRITE_MODE_PROPERTY, TargetState
 from cdc.merge.modes import append, compacted, moves, scd2
-from cdc.merge.modes.spec import WRITE_MODE_PROPERTY, ModeSpec
+from cdc.merge.modes.spec import ModeSpec
 from cdc.schema.columns import (
     IS_CURRENT,
     OFFSET,
@@ -47,15 +49,13 @@ def effective_mode(write_mode: str | None, key: Sequence[str], target: str, sour
     return mode
 
 
-def check_mode(spark: Any, target: str, mode: str) -> None:
+def check_mode(target: TargetState, mode: str) -> None:
     """A table keeps the write mode it was created with (its layout differs per mode)."""
-    if not spark.catalog.tableExists(target):
+    if not target.exists:
         return
-    from cdc.iceberg.tables import table_property
-
-    have = table_property(spark, target, WRITE_MODE_PROPERTY) or "upsert"
+    have = target.write_mode or "upsert"
     if have != mode:
-        raise ConfigError(f"table {target}: it was created with write_mode {have}, the pipeline now says {mode}; "
+        raise ConfigError(f"table {target.name}: it was created with write_mode {have}, the pipeline now says {mode}; "
                           f"set write_mode: {have} again, or give this topic a new target table (the old one "
                           "is kept as it is)")
 
@@ -115,7 +115,7 @@ def resolve_moves(spark: Any, spec: ModeSpec, changes: str, stored: str) -> str 
     if not spec.toast_columns:
         return None
     headers = has_headers(spark, spec)
-    pending = f"SELECT sum(size(coalesce({UNAVAILABLE}, array()))) FROM {{}} WHERE `__op` = 'c'"  # creates only
+    pending = f"SELECT sum(size(coalesce({UNAVAILABLE}, array()))) FROM {{}} WHERE {q(OP)} = 'c'"  # creates only
     view = _view(spark, spark.sql(changes).localCheckpoint())
     left = spark.sql(pending.format(view)).first()[0] or 0
     while left:

@@ -35,7 +35,10 @@ from cdc.schema.columns import (
     IS_CURRENT,
     KAFKA_OFFSET,
     KAFKA_PARTITION,
+    KIND,
+    OFFSET,
     OP,
+    PARTITION,
     SOURCE_TS_MS,
     UNAVAILABLE,
     VALID_FROM,
@@ -57,7 +60,7 @@ def log_merge_sql(spec: ModeSpec, changes: str) -> str:
 def touched_keys_sql(spec: ModeSpec, truncated: bool) -> str:
     keys = ", ".join(q(k) for k in spec.key)
     sql = (f"SELECT DISTINCT {keys} FROM {spec.staging} WHERE batch_id = {int(spec.batch_id)} "
-           f"AND __kind = 'change' AND __op IN {KEYED} AND {q(spec.key[0])} IS NOT NULL")
+           f"AND {q(KIND)} = 'change' AND {q(OP)} IN {KEYED} AND {q(spec.key[0])} IS NOT NULL")
     if truncated:
         sql += f" UNION SELECT {keys} FROM {spec.target} WHERE {q(IS_CURRENT)}"
     if spec.compacted:  # a Kafka tombstone may close its key's version (cdc.merge.modes.compacted)
@@ -69,12 +72,12 @@ def events_sql(spec: ModeSpec, touched: str) -> str:
     """The touched keys' changes from the log, and every truncate of the log as an event of each touched key."""
     cols = change_columns(spec)
     own = (f"SELECT {', '.join('l.' + q(c) for c in cols)} FROM {spec.log} l LEFT SEMI JOIN ({touched}) k "
-           f"ON {key_join('l', 'k', spec.key)} WHERE l.`__op` IN {KEYED}")
+           f"ON {key_join('l', 'k', spec.key)} WHERE l.{q(OP)} IN {KEYED}")
     if spec.compacted:  # compacted deletes a real delete at a newer-or-equal position makes void are left out
         own = live_events_sql(spec, own)
     trunc = [f"k.{q(c)}" if c in spec.key else f"x.{q(c)}" for c in cols]
     truncates = (f"SELECT {', '.join(trunc)} FROM ({touched}) k CROSS JOIN "
-                 f"(SELECT * FROM {spec.log} WHERE `__op` = 't') x")
+                 f"(SELECT * FROM {spec.log} WHERE {q(OP)} = 't') x")
     return f"{own} UNION ALL {truncates}"
 
 
@@ -93,8 +96,8 @@ def versions_sql(spec: ModeSpec, events: str) -> str:
     if spec.track_columns:  # 2. an update that changes no tracked column continues the open version
         lags = ", ".join(f"lag({q(c)}) OVER w AS {q(c + '__prev')}" for c in spec.track_columns)
         same = " AND ".join(f"{q(c)} <=> {q(c + '__prev')}" for c in spec.track_columns)
-        lagged = f"SELECT *, lag(`__op`) OVER w AS `__prev_op`, {lags} FROM ({sql}) WINDOW w AS ({w})"
-        bounded = (f"SELECT *, NOT (`__op` = 'u' AND coalesce(`__prev_op` IN {OPENS}, false) AND {same}) "
+        lagged = f"SELECT *, lag({q(OP)}) OVER w AS `__prev_op`, {lags} FROM ({sql}) WINDOW w AS ({w})"
+        bounded = (f"SELECT *, NOT ({q(OP)} = 'u' AND coalesce(`__prev_op` IN {OPENS}, false) AND {same}) "
                    f"AS `__boundary` FROM ({lagged})")
         grouped = (f"SELECT *, sum(IF(`__boundary`, 1, 0)) OVER w AS `__grp` FROM ({bounded}) "
                    f"WINDOW w AS ({w} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)")
@@ -111,8 +114,8 @@ def versions_sql(spec: ModeSpec, events: str) -> str:
         f"timestamp_millis({q(SOURCE_TS_MS)}) AS {q(VALID_FROM)}",
         f"timestamp_millis(`__next`.ts) AS {q(VALID_TO)}", f"`__next` IS NULL AS {q(IS_CURRENT)}"] + [
         q(c) for c in spec.ordering] + [
-        q(OP), q(SOURCE_TS_MS), f"`__partition` AS {q(KAFKA_PARTITION)}", f"`__offset` AS {q(KAFKA_OFFSET)}"]
-    return f"SELECT {', '.join(out)} FROM ({nxt}) WHERE `__op` IN {OPENS}"
+        q(OP), q(SOURCE_TS_MS), f"{q(PARTITION)} AS {q(KAFKA_PARTITION)}", f"{q(OFFSET)} AS {q(KAFKA_OFFSET)}"]
+    return f"SELECT {', '.join(out)} FROM ({nxt}) WHERE {q(OP)} IN {OPENS}"
 
 
 def version_identity(spec: ModeSpec, a: str, b: str) -> str:

@@ -22,8 +22,6 @@ from dataclasses import dataclass
 
 from cdc.schema.columns import Positioned
 
-WRITE_MODE_PROPERTY = "cdc.write-mode"  # on a target table: the write mode it was created with (absent: upsert)
-
 
 @dataclass(frozen=True)
 class ModeSpec(Positioned):
