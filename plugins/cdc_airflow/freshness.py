@@ -34,7 +34,7 @@ def table_times(cfg: Any, targets: list[str]) -> dict[str, int | None]:
 def check_freshness(settings: Any, config_path: str, context: Mapping[str, Any],
                     watermarks: Any = None) -> list[dict[str, Any]]:
     """Stale tables of the pipeline (alerts dispatched), plus statsd lag gauges. Never raises."""
-    from cdc.observe.metrics import gauge_lines, load_metrics_config, send
+    from cdc.observe.metrics import gauge_lines, metrics_config, send
     from cdc_airflow.lag import table_lags
     from cdc_airflow.options import airflow_options
     from cdc_airflow.pipelines import load_pipeline
@@ -43,7 +43,7 @@ def check_freshness(settings: Any, config_path: str, context: Mapping[str, Any],
         from cdc.kafka.topics import resolve_pipeline
 
         cfg = resolve_pipeline(load_pipeline(settings, config_path))  # topic_pattern tables of this run too
-        options, metrics = airflow_options(cfg), load_metrics_config(config_path)
+        options, metrics = airflow_options(cfg), metrics_config(cfg)
         tables = [t for t in cfg.tables if metrics.enabled or t.target in options.freshness_minutes]
         if not tables:
             return []

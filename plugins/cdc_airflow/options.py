@@ -121,16 +121,14 @@ def _on_failure(value: Any, fail: Any) -> str | Notifier | None:
 
 
 def airflow_options(cfg: "PipelineConfig") -> AirflowConfig:
-    """The pipeline's ``airflow:`` section, read from its YAML file (defaults for configs built in memory)."""
-    from cdc.config.load import yaml_section
-
-    return parse_airflow(yaml_section(cfg.source_path, "airflow"), cfg.source_path, [t.target for t in cfg.tables],
+    """The pipeline's ``airflow:`` section (defaults when it has none)."""
+    return parse_airflow(cfg.sections.get("airflow"), cfg.source_path, [t.target for t in cfg.tables],
                          any(t.topic_pattern for t in cfg.tables))
 
 
 def validate(cfg: "PipelineConfig") -> None:
     """Raise ``ConfigError`` when the ``airflow:`` or ``metrics:`` section is invalid."""
-    from cdc.observe.metrics import load_metrics_config
+    from cdc.observe.metrics import metrics_config
 
     airflow_options(cfg)
-    load_metrics_config(cfg.source_path)
+    metrics_config(cfg)

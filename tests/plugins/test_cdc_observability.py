@@ -11,15 +11,18 @@ from typing import Any
 import pytest
 
 from cdc.common.errors import ConfigError
+from cdc.config.load import load_config
+from cdc.kafka.plan import OffsetRange
 from cdc.observe import metrics, progress
+from cdc.run.outcome import TableResult
 
 
-def result(**kw: Any) -> SimpleNamespace:
-    base = dict(table="inventory.orders", batch_id=7, ranges=[{"partition": 0, "start": 0, "end": 600_000},
-                                                              {"partition": 1, "start": 100, "end": 400_100}],
+def result(**kw: Any) -> TableResult:
+    base = dict(table="inventory.orders", topic="t", batch_id=7, ranges=[OffsetRange("t", 0, 0, 600_000),
+                                                                         OffsetRange("t", 1, 100, 400_100)],
                 events_read=1_000_000, events_skipped=3, dead_letters=0, inserted=420, updated=10, deleted=3,
                 snapshot_id=123, seconds={"plan": 1.0, "read_stage": 16.4, "merge": 12.0, "commit": 1.6})
-    return SimpleNamespace(**(base | kw))
+    return TableResult(**(base | kw))
 
 
 def test_progress_lines_have_counts_and_rates() -> None:
@@ -56,8 +59,10 @@ def test_metrics_section_parsing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert not metrics.parse_metrics(None).enabled
     monkeypatch.setenv("STATSD", "10.0.0.9")
     f = tmp_path / "p.yaml"
-    f.write_text("pipeline: p\nmetrics: {statsd_host: '${STATSD}', statsd_port: 9125, prefix: cdc.prod}\n")
-    assert metrics.load_metrics_config(f) == metrics.MetricsConfig("10.0.0.9", 9125, "cdc.prod")
+    f.write_text("pipeline: p\nkafka: {bootstrap.servers: 'b:1'}\nformat: json\ncatalog: {warehouse: /tmp/w}\n"
+                 "tables: [{topic: t, target: n.t}]\n"
+                 "metrics: {statsd_host: '${STATSD}', statsd_port: 9125, prefix: cdc.prod}\n")
+    assert metrics.metrics_config(load_config(f)) == metrics.MetricsConfig("10.0.0.9", 9125, "cdc.prod")
     for raw, key in (({"statsd_hots": "x"}, "metrics.statsd_hots"), ({"statsd_port": 0}, "metrics.statsd_port"),
                      ({"prefix": "a b"}, "metrics.prefix"), ("x", "metrics")):
         with pytest.raises(ConfigError, match=rf"p.yaml: key '{key}'"):

@@ -35,23 +35,10 @@ from cdc.config.model import (
 )
 from cdc.config.table_layout import LayoutError, TableLayout, merge_defaults, parse_layout
 
-
-def yaml_section(path: str | os.PathLike[str], key: str) -> Any:
-    """One top-level section of a pipeline YAML, ``${ENV}``-substituted like ``cdc.config`` does (None: absent)."""
-    import yaml
-
-    pass
-
-    src = str(path)
-    if src == "<memory>" or not Path(src).is_file():
-        return None
-    raw = yaml.safe_load(Path(src).read_text())
-    if not isinstance(raw, dict) or raw.get(key) is None:
-        return None
-    return _Parser(src, os.environ).subst(raw[key], key)
-
-
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Top-level sections kept as written (``${ENV}``-substituted) in ``PipelineConfig.sections`` and validated by their
+# readers: ``airflow`` by cdc_airflow (Airflow side), ``metrics`` by ``cdc.observe.metrics`` (both sides)
+READER_SECTIONS = ("airflow", "metrics")
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -134,8 +121,7 @@ class _Parser:
         if not isinstance(raw, dict):
             raise ConfigError(f"{self.src}: the file must hold a YAML mapping")
         top = {"pipeline", "kafka", "schema_registry", "format", "catalog", "spark", "metadata_namespace", "batch",
-               "defaults", "tables", "schedule",
-               "airflow", "metrics"}  # validated by their readers: cdc_airflow.options (Airflow), cdc.observe.metrics (job)
+               "defaults", "tables", "schedule", *READER_SECTIONS}
         self.unknown(raw, top, "")
         name = raw.get("pipeline")
         if not isinstance(name, str) or not _NAME.match(name):
@@ -168,6 +154,7 @@ class _Parser:
             pipeline=name, kafka=kafka, format=fmt, catalog=self.catalog(raw), tables=tables,
             schema_registry=registry, spark={k: str(v) for k, v in self.mapping(raw, "spark").items()},
             metadata_namespace=meta_ns, batch=self.batch(raw), schedule=schedule, source_path=self.src,
+            sections={k: self.subst(raw[k], k) for k in READER_SECTIONS if raw.get(k) is not None},
         )
 
     def _bad_table(self, i: int) -> TableConfig:

@@ -147,6 +147,8 @@ class PipelineConfig:
     batch: BatchConfig = field(default_factory=BatchConfig)
     schedule: str | None = "@hourly"
     source_path: str = "<memory>"
+    # ``airflow:`` / ``metrics:`` as the file gives them, ``${ENV}``-substituted (cdc.config.load.READER_SECTIONS)
+    sections: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def has_patterns(self) -> bool:

@@ -1,7 +1,7 @@
 """Optional statsd metrics of the job and of the Airflow side: per-batch counters and phase timers, lag gauges.
 
-Configured by the pipeline YAML's ``metrics:`` section (read here, not by ``cdc.config``, so the section has one
-reader; ``${ENV}`` substitution works as everywhere else)::
+Configured by the pipeline YAML's ``metrics:`` section (validated here, not by ``cdc.config``, which keeps the section
+as written in ``PipelineConfig.sections``; ``${ENV}`` substitution works as everywhere else)::
 
     metrics: {statsd_host: 127.0.0.1, statsd_port: 8125, prefix: cdc}
 
@@ -17,14 +17,12 @@ Standard library only (the Airflow side imports it while parsing DAG files).
 from __future__ import annotations
 
 import logging
-import os
 import re
 import socket
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from cdc.common.errors import ConfigError
-from cdc.config.load import yaml_section
 
 log = logging.getLogger("cdc.metrics")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -66,8 +64,9 @@ def parse_metrics(raw: Any, src: str = "<memory>") -> MetricsConfig:
     return MetricsConfig(host.strip() if host else None, port, prefix)
 
 
-def load_metrics_config(path: str | os.PathLike[str]) -> MetricsConfig:
-    return parse_metrics(yaml_section(path, "metrics"), str(path))
+def metrics_config(cfg: Any) -> MetricsConfig:
+    """The ``metrics:`` section of a ``PipelineConfig``."""
+    return parse_metrics(cfg.sections.get("metrics"), cfg.source_path)
 
 
 def metric_name(prefix: str, pipeline: str, table: str, metric: str) -> str:

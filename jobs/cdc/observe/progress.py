@@ -86,7 +86,7 @@ def start_run(cfg: Any) -> None:
     try:
         setup_logging()
         _state["pipeline"] = cfg.pipeline
-        _state["metrics"] = metrics.load_metrics_config(cfg.source_path)
+        _state["metrics"] = metrics.metrics_config(cfg)
     except Exception as exc:  # noqa: BLE001 - a bad metrics: section shows up in Airflow's parse; here: warn
         log.warning("metrics disabled: %s", exc)
         _state["metrics"] = metrics.MetricsConfig()
