@@ -19,14 +19,12 @@ import argparse
 import json
 import sys
 
-from cdc.bootstrap.job import bootstrap_tables
-from cdc.common.cli_contract import REPLACE
-
 if __package__ in (None, ""):  # a script: `cdc` shipped with --py-files (wheel/zip) wins over jobs/cdc beside it
     sys.path.sort(key=lambda p: not p.endswith((".whl", ".zip", ".egg")))
 
+from cdc.bootstrap.job import bootstrap_tables  # noqa: E402
 from cdc.common import cli_contract as cli  # noqa: E402
-from cdc.common.cli_contract import ExitCode  # noqa: E402
+from cdc.common.cli_contract import REPLACE, ExitCode  # noqa: E402
 from cdc.config.load import load_config  # noqa: E402
 
 

@@ -21,11 +21,12 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
-from cdc.common.sql import q
-from cdc.schema.columns import DELETED_AT
-
 if __package__ in (None, ""):  # a script: `cdc` shipped with --py-files (wheel/zip) wins over jobs/cdc beside it
     sys.path.sort(key=lambda p: not p.endswith((".whl", ".zip", ".egg")))
+
+from cdc.common import cli_contract as cli  # noqa: E402
+from cdc.common.sql import q  # noqa: E402
+from cdc.schema.columns import DELETED_AT  # noqa: E402
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -215,8 +216,8 @@ class Maintenance:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run maintenance; print the summary (stdout) or one error line (stderr); report both to the result file."""
     args = parse_args(argv)
-    from cdc.common.errors import CdcError
     from cdc.config.load import load_config
 
     try:
@@ -230,20 +231,21 @@ def main(argv: list[str] | None = None) -> int:
         spark = build_session(cfg, f"cdc-{cfg.pipeline}-maintenance")
         m = Maintenance(spark, cfg, args, datetime.now(timezone.utc))
         m.run(tables)
-    except CdcError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
+    except (Exception, KeyboardInterrupt) as exc:  # one line on stderr, the exit code of its class
+        from cdc.run.outcome import job_failed
+
+        return job_failed(exc, "maintenance")
     failed = [s for s in m.steps if s["error"]]
-    print(json.dumps({"pipeline": cfg.pipeline, "mode": "maintenance", "steps": m.steps, "failed": len(failed)},
-                     default=str))
-    if failed:
-        print(f"error: {len(failed)} maintenance step(s) failed, first: {failed[0]['table']} "
-              f"{failed[0]['action']}: {failed[0]['error']}", file=sys.stderr)
-        return 1
-    return 0
+    line = json.dumps({"pipeline": cfg.pipeline, "mode": "maintenance", "steps": m.steps, "failed": len(failed)},
+                      default=str)
+    print(line, flush=True)
+    if not failed:
+        return cli.finish(cli.ExitCode.OK, json.loads(line))
+    error = (f"ERROR [MaintenanceStepFailed] {len(failed)} maintenance step(s) failed, first: {failed[0]['table']} "
+             f"{failed[0]['action']}: {failed[0]['error']}")  # exit 1, retried: the other steps did their part
+    print(error, file=sys.stderr, flush=True)
+    return cli.finish(cli.ExitCode.OTHER, json.loads(line), error)
 
 
 if __name__ == "__main__":
-    from cdc.common.cli_contract import finish  # reports the exit code to $CDC_RESULT_FILE (the Airflow operator)
-
-    sys.exit(finish(main()))
+    sys.exit(main())

@@ -14,11 +14,10 @@ def ingest() -> int:
 
 
 def maintenance() -> int:
-    """``cdc-maintenance``: ``jobs/maintenance.py``, reporting its exit code as the script does."""
+    """``cdc-maintenance``: ``jobs/maintenance.py`` (it reports its own result to ``$CDC_RESULT_FILE``)."""
     from cdc.apps.maintenance import main
-    from cdc.common.cli_contract import finish
 
-    return finish(main())
+    return main()
 
 
 def bootstrap() -> int:
