@@ -52,11 +52,6 @@ _CATALOG_IMPLS = {
 }
 
 
-def iceberg_runtime_jar() -> str | None:
-    """Path of the Iceberg Spark runtime jar from the installed wheel, or None (see ``cdc.spark.jars.bundled_jar``)."""
-    return jars.bundled_jar()
-
-
 def effective_master(submitted: str | None, cli_master: str | None, yaml_master: str | None) -> str:
     """The master the session will run on (pure): the job's ``--master``, else what spark-submit put in the
     SparkConf, else the YAML's ``spark.master``, else ``local[*]``."""
@@ -259,7 +254,3 @@ def ship_wheels(sc: Any) -> list[str]:
         _SHIPPED.add(zip_name)
         added.append(str(target))
     return added
-
-
-def ensure_namespace(spark: Any, catalog: str, namespace: str) -> None:
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.{namespace}")

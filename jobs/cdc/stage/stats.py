@@ -11,10 +11,9 @@ import pyarrow as pa
 from pyspark.accumulators import AccumulatorParam
 
 from cdc.common.sql import lit, q
+from cdc.decode.model import SKIPPED_KINDS
 from cdc.kafka.plan import OffsetRange
 from cdc.schema.columns import KIND, OP, PARTITION, UNAVAILABLE
-
-SKIPPED = ("tombstone", "message", "tx")
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,7 @@ class BatchStats:
 
 
 def batch_stats(spark: Any, staging: str, batch_id: int, ordering: Sequence[str]) -> BatchStats:
-    skipped = ", ".join(lit(k) for k in SKIPPED)
+    skipped = ", ".join(lit(k) for k in SKIPPED_KINDS)
     position = "named_struct(" + ", ".join(f"'o{i}', {q(c)}" for i, c in enumerate(ordering)) + ")"
     lowest = "array(" + ", ".join(f"min(IF({q(KIND)} = 'change', CAST({q(c)} AS BIGINT), NULL))"
                                   for c in ordering) + ")"
@@ -132,7 +131,7 @@ def _partition_aggregates(rows: pa.RecordBatch, ordering: Sequence[str]) -> dict
     unavailable = _column(rows, UNAVAILABLE)
     servers = _column(changes, SERVER_ID)
     return {
-        "n": rows.num_rows, "s": count(pc.is_in(kind, pa.array(SKIPPED))), "e": count(pc.equal(kind, "error")),
+        "n": rows.num_rows, "s": count(pc.is_in(kind, pa.array(SKIPPED_KINDS))), "e": count(pc.equal(kind, "error")),
         "u": pc.unique(pc.list_flatten(unavailable)).to_pylist() if unavailable.null_count < len(unavailable) else [],
         "t": _newest_of(changes.filter(pc.fill_null(pc.equal(op, "t"), False)), ordering),
         "m": _newest_of(changes, ordering),
