@@ -35,7 +35,7 @@ def raise_at(point: str, fn: Callable[[], Any]) -> bool:
     """Run ``fn`` with an exception raised at crash point ``point``; True if it got there. Afterwards the batch's
     owner counts as dead (as after a real kill), so the next run takes it over."""
     import cdc.merge.apply
-    import cdc.run.batch.batch
+    import cdc.run.batch
 
     def checkpoint(p: str) -> None:
         if p == point:
@@ -57,7 +57,7 @@ def _owner_dead_once() -> None:
     """Make the next run see pending batches of this (living) process as abandoned: rewrite ``owner``."""
     import os
 
-    import cdc.run.batch.batch
+    import cdc.run.batch
     from cdc.ledger.lease import owner_host
 
     original = getattr(cdc.run.batch.owner_alive, "original", cdc.run.batch.owner_alive)

@@ -211,7 +211,7 @@ class Harness:
     def run_inprocess(self, raw: dict[str, Any], max_records: int) -> list[dict[str, Any]]:
         from cdc.common.errors import TerminalError
         from cdc.config.load import parse_config
-        from cdc.run.batch.batch import run_batch
+        from cdc.run.batch import run_batch
 
         cfg = parse_config(raw).with_batch(max_records_per_partition=max_records)
         try:
@@ -308,7 +308,7 @@ class Harness:
                 return "epoch"
             if "beyond the partition's high watermark" in message:  # --reset-cursor, then read on
                 from cdc.config.load import parse_config
-                from cdc.run.batch.batch import run_batch
+                from cdc.run.batch import run_batch
 
                 cfg = parse_config(raw)
                 run_batch(self.spark, cfg, [t for t in cfg.tables if t.target == s.target], mode="reset")
@@ -334,7 +334,7 @@ class Harness:
         over and commits it, and a newer batch commits too. Then A goes on with what it had read: it must not
         regress a row, and it fails when it finds its claim gone (an error, not a mismatch)."""
         import cdc.merge.apply
-        import cdc.run.batch.batch
+        import cdc.run.batch
         from cdc.common.errors import CdcError
 
         saved = cdc.run.batch.checkpoint, cdc.merge.apply.checkpoint

@@ -101,7 +101,7 @@ def test_a_batch_over_the_limit_is_read_by_spark_tasks(make_pipe, monkeypatch):
 def test_a_batch_of_large_rows_falls_back_to_spark_tasks(make_pipe, monkeypatch):
     """The driver holds a driver-read batch whole; past ``MAX_BYTES`` of staging rows it stops and the batch is read
     by Spark tasks, with the same result."""
-    import cdc.stage.stage.stage
+    import cdc.stage.stage
     from cdc.stage import driver_read
 
     p = make_pipe()
@@ -113,7 +113,7 @@ def test_a_batch_of_large_rows_falls_back_to_spark_tasks(make_pipe, monkeypatch)
         tasks.append(spec.table)
         return real(spec, *rest)
 
-    monkeypatch.setattr(cdc.stage, "map_chunks", spy)
+    monkeypatch.setattr(cdc.stage.stage, "map_chunks", spy)
     monkeypatch.setattr(driver_read, "MAX_BYTES", 1000)  # a few rows' worth
     s = p.run()
     assert (s["status"], s["inserted"]) == ("committed", 50)
@@ -149,12 +149,12 @@ def test_each_read_task_writes_its_own_staging_file(make_pipe):
 
 
 def test_a_batch_read_by_tasks_is_counted_by_them(make_pipe, monkeypatch):
-    """The read tasks count what they stage (``cdc.stage.stage.TaskCounts``): per partition (chunks of two offsets, so
+    """The read tasks count what they stage (``cdc.stage.stats.TaskCounts``): per partition (chunks of two offsets, so
     several chunks per partition) the same counts, positions, server ids, TOAST columns and PK moves as
     ``batch_stats``' query of the staged rows (just after staging: the merge adds PK moves' images), and no such
     query runs in the job."""
-    import cdc.run.batch.batch
-    from cdc.stage.stage.stage import staged_key_and_ordering
+    import cdc.run.batch
+    from cdc.stage.stage import staged_key_and_ordering
     from cdc.stage.stage.stats import batch_stats
 
     p = make_pipe(partitions=2, batch={"driver_read_max_records": 0, "chunk_size": 2}, on_bad_record="dead_letter",
@@ -172,8 +172,8 @@ def test_a_batch_read_by_tasks_is_counted_by_them(make_pipe, monkeypatch):
             spark, names.staging)[1].columns))
         return counted[-1]
 
-    monkeypatch.setattr(cdc.run, "stage", spy)
-    monkeypatch.setattr(cdc.run, "batch_stats", lambda *a, **k: pytest.fail("the staged batch was counted again"))
+    monkeypatch.setattr(cdc.run.batch, "stage", spy)
+    monkeypatch.setattr(cdc.run.batch, "batch_stats", lambda *a, **k: pytest.fail("the staged batch was counted again"))
     s = p.run()
     assert (s["status"], s["events_read"], s["dead_letters"]) == ("committed", 9, 1)
     assert counted[0] is not None and counted[0].partitions.keys() == {0, 1}

@@ -109,7 +109,7 @@ class _Died(Exception):
 
 
 def test_a_recovered_staged_batch_carries_its_offsets_in_the_snapshot_summary(make_pipe, monkeypatch):
-    import cdc.run.batch.batch
+    import cdc.run.batch
 
     p = make_pipe(partitions=2)
     p.send(pg("c", 1, {"id": 1, "name": "a", "bio": None}, 10), pg("c", 2, {"id": 2, "name": "b", "bio": None}, 11))
@@ -119,7 +119,7 @@ def test_a_recovered_staged_batch_carries_its_offsets_in_the_snapshot_summary(ma
         if point == "after_staged":
             raise _Died(point)
 
-    monkeypatch.setattr(cdc.run, "checkpoint", die_after_staged)
+    monkeypatch.setattr(cdc.run.batch, "checkpoint", die_after_staged)
     with pytest.raises(_Died):
         p.run()
     monkeypatch.undo()
