@@ -25,6 +25,9 @@ from typing import Any, Sequence
 
 from cdc.common.errors import CdcError, TopicNotFound
 from cdc.config.model import PipelineConfig, TableConfig
+from cdc.kafka.consume import consume_range
+from cdc.kafka.offsets import new_consumer, partitions, watermarks
+from cdc.positions.ordering import Ordering
 from cdc.schema.columns import Column
 
 _XID_SPAN = 1 << 32
@@ -77,9 +80,6 @@ def horizon_from_topic(cfg: PipelineConfig, t: TableConfig, columns: Sequence[Co
     """(horizon, events scanned): the newest position of a change in ``t.topic`` that the snapshot saw (None: no such
     change). Reads every retained record of the topic on the driver."""
     from cdc.decode.factory import make_decoder
-    from cdc.kafka.consume import consume_range
-    from cdc.kafka.offsets import new_consumer, partitions, watermarks
-    from cdc.positions.ordering import Ordering
 
     decoder = make_decoder(cfg, t).bind(list(columns))
     ordering = Ordering("postgresql")

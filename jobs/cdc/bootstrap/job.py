@@ -40,10 +40,12 @@ from cdc.config.model import PipelineConfig, TableConfig
 from cdc.config.names import TableNames, names
 from cdc.iceberg import snapshot_summary
 from cdc.iceberg.tables import TargetState, ensure_target, exists, fresh_snapshot_id, target_state
+from cdc.kafka.topics import resolve_pipeline
 from cdc.ledger.lease import process_owner
 from cdc.ledger.ledger import Ledger
 from cdc.ledger.model import BOOTSTRAP_MODE, bootstrap_row
 from cdc.ledger.tables import ensure_meta_tables
+from cdc.positions.ordering import Ordering
 from cdc.schema.columns import BATCH_ID, DELETED, INGESTED_AT, KAFKA_OFFSET, KAFKA_PARTITION, OP, SOURCE_TS_MS, Column
 
 
@@ -57,8 +59,6 @@ def bootstrap_tables(cfg: PipelineConfig, names: list[str],
     entries = {id(t): i for i, t in enumerate(cfg.tables)}
     known = {n for t in explicit for n in (t.target, t.topic, t.table)}
     if names and any(n not in known for n in names) and cfg.has_patterns:
-        from cdc.kafka.topics import resolve_pipeline
-
         patterns = {t.topic_pattern: entries[id(t)] for t in cfg.tables if not t.topic}
         cfg = resolve_pipeline(cfg, topics)
         entries = {id(t): patterns[t.topic_pattern] if t.topic_pattern else i for i, t in enumerate(cfg.tables)}
@@ -106,7 +106,6 @@ NO_HORIZON = (0, 0)  # PostgreSQL rows' position when the topic holds no change 
 
 def ordering_columns(b: BootstrapConfig) -> tuple[str, ...]:
     """The target's ordering columns for this source (what the Debezium path creates for its connector)."""
-    from cdc.positions.ordering import Ordering
 
     return Ordering("mysql" if b.is_mysql else "postgresql").columns
 

@@ -38,6 +38,7 @@ import pyarrow as pa
 from cdc.bootstrap.postgres_types import ColumnRead, quote_spark, spark_sql, unsupported
 from cdc.common.errors import ConfigError, RetryableError, TerminalError
 from cdc.config.bootstrap import BootstrapConfig
+from cdc.positions.ordering import binlog_file_seq
 
 DRIVER = "org.mariadb.jdbc.Driver"  # MariaDB Connector/J 2.x: accepts jdbc:mariadb: and jdbc:mysql: URLs
 DIALECTS = ("mysql", "mariadb")
@@ -83,7 +84,6 @@ def split_table(name: str, default_db: str) -> tuple[str, str]:
 
 def horizon_of(file: str, pos: int) -> tuple[int, int, int]:
     """``SHOW MASTER STATUS`` (``mysql-bin.000003``, 1234) → the horizon ``(3, 1234, -1)`` (module docstring)."""
-    from cdc.positions.ordering import binlog_file_seq
 
     return (binlog_file_seq(file), int(pos), NO_ROW)
 

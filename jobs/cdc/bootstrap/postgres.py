@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from cdc.bootstrap.horizon import Visibility, horizon_from_topic
 from cdc.bootstrap.postgres_types import ColumnRead, column_read, lsn_to_int, quote_pg
 from cdc.common.errors import CdcError, ConfigError, RetryableError, TerminalError
 from cdc.config.bootstrap import BootstrapConfig
@@ -199,7 +200,6 @@ class PostgresSnapshot:
 
     def horizon(self, pipeline: Any, table: Any, columns: Any, timeout: float) -> tuple[tuple[int, ...] | None, int]:
         """The newest position among the topic's changes this snapshot saw (``cdc.bootstrap.horizon``)."""
-        from cdc.bootstrap.horizon import Visibility, horizon_from_topic
 
         return horizon_from_topic(pipeline, table, columns, Visibility.parse(self.visibility), timeout)
 

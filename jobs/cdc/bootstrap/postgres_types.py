@@ -55,6 +55,7 @@ import pyarrow as pa
 
 from cdc.common.errors import TerminalError
 from cdc.common.sql import q
+from cdc.iceberg.tables import spark_type
 
 _INT_TYPES = {"smallint": pa.int32(), "integer": pa.int32(), "bigint": pa.int64()}
 _SIMPLE = {**_INT_TYPES, "real": pa.float32(), "double precision": pa.float64(), "boolean": pa.bool_(),
@@ -204,8 +205,6 @@ def java_long(col: str) -> str:
 
 
 def _spark_sql(t: pa.DataType) -> str:
-    from cdc.iceberg.tables import spark_type
-
     return spark_type(t).simpleString()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cdc.bootstrap.mysql import MySQLTableLock
 from cdc.bootstrap.postgres import PostgresSnapshot
 from cdc.config.bootstrap import BootstrapConfig
 
@@ -12,8 +13,6 @@ from cdc.config.bootstrap import BootstrapConfig
 def open_source(spark: Any, cfg: BootstrapConfig, target: str) -> Any:
     """The source of a bootstrap, by ``jdbc_url`` (a context manager holding the consistent read open)."""
     if cfg.is_mysql:
-        from cdc.bootstrap.mysql import MySQLTableLock
-
         return MySQLTableLock(spark, cfg, target)
     return PostgresSnapshot(cfg, target)
 

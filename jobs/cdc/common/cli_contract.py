@@ -22,6 +22,8 @@ from datetime import datetime, timedelta, timezone
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Mapping
 
+from cdc.common import result_file as results
+
 REPLACE = "--replace"
 
 
@@ -173,7 +175,6 @@ class JobResult:
 def write_result(result: JobResult, env: Mapping[str, str] | None = None) -> None:
     """Write ``result`` to ``$CDC_RESULT_FILE`` (a path, or a URI such as ``s3://…``: ``cdc.common.result_file``) when that is
     set; otherwise do nothing."""
-    from cdc.common import result_file as results
 
     target = (os.environ if env is None else env).get(RESULT_FILE_ENV)
     if not target:
@@ -183,7 +184,6 @@ def write_result(result: JobResult, env: Mapping[str, str] | None = None) -> Non
 
 def read_result(path: str | os.PathLike[str]) -> JobResult | None:
     """The result a job wrote, or None when it wrote none (it died first, or does not speak this contract)."""
-    from cdc.common import result_file as results
 
     try:
         text = results.read_text(str(path))

@@ -33,6 +33,7 @@ from cdc.config.model import (
     PipelineConfig,
     TableConfig,
 )
+from cdc.config.routing import check_entry
 from cdc.config.table_layout import LayoutError, TableLayout, merge_defaults, parse_layout
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -227,8 +228,6 @@ class _Parser:
         t = {k: self.subst(v, w + k) for k, v in t.items()}
         topic, target, pattern = t.get("topic"), t.get("target"), t.get("topic_pattern")
         if pattern is not None:
-            from cdc.config.routing import check_entry
-
             if topic is not None:
                 raise self.fail(w + "topic_pattern", "give topic or topic_pattern, not both")
             problem = check_entry(pattern, target)

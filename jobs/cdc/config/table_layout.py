@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from cdc.common.errors import ConfigError
+
 # What every target gets unless the user chooses otherwise (format v2+: the merge writes row-level deletes).
 REQUIRED_PROPERTIES = {
     "format-version": "2",
@@ -231,7 +233,6 @@ def check_columns(layout: TableLayout, columns: Sequence[Any], table: str, sourc
 
     Raises ``ConfigError`` (exit 2) naming the pipeline file and the table.
     """
-    from cdc.common.errors import ConfigError
 
     types = {c.name: c.arrow_type for c in columns}
     for where, terms in (("partition_by", list(layout.partition_by or ())),

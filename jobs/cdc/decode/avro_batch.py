@@ -29,6 +29,7 @@ from cdc.decode.avro import _HEADER
 from cdc.decode.avro_group import GroupPlan, vector_converter
 from cdc.decode.avro_positions import SOURCE_FIELDS, positions
 from cdc.decode.model import CHANGE, MESSAGE, TOMBSTONE
+from cdc.positions.ordering import binlog_file_seq
 from cdc.positions.regression import NO_SERVER
 from cdc.schema.columns import (
     KAFKA_TS_MS,
@@ -215,8 +216,6 @@ def _source_ordering(ordering: Any, source: pa.StructArray, table: pa.Table, op:
         fallback = pc.if_else(pc.equal(op, "r"), pc.subtract(lsn, 1), lsn)
         return [pc.coalesce(commit, fallback), lsn]
     if ordering.kind == "mysql":
-        from cdc.positions.ordering import binlog_file_seq
-
         files = field("file").cast(pa.string())
         seq = {f: binlog_file_seq(f) for f in pc.unique(files).drop_null().to_pylist()}
         file_seq = pa.array([seq.get(f) if f is not None else None for f in files.to_pylist()], pa.int64())

@@ -24,7 +24,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
-from cdc.iceberg.row_writer import output_files, parquet
+from cdc.iceberg.row_writer import output_files, parquet, writer_class
 from cdc.iceberg.tables import equal_filter, iceberg_table
 from cdc.spark.py4j_classes import iceberg_class, java_class
 
@@ -147,7 +147,6 @@ def write_positions(spark: Any, writer: Any, deletes: Sequence[tuple[str, int]])
     """``deletes`` (data file path, row position) into Iceberg's position delete ``writer``: in one call to the
     JVM (``cdc.iceberg.row_writer``'s class; a few hundred deletes one by one cost a few hundred milliseconds of Py4J round
     trips), else one by one."""
-    from cdc.iceberg.row_writer import writer_class
 
     helper, text = writer_class(spark), positions_text(deletes)
     if helper is not None and text is not None:

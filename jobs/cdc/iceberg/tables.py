@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
+from cdc.common.errors import SchemaEvolutionError
 from cdc.common.sql import lit, q
 from cdc.config.table_layout import (
     REQUIRED_PROPERTIES,
@@ -25,6 +26,8 @@ from cdc.config.table_layout import (
 )
 from cdc.positions.ordering import Epochs, epochs_json, epochs_of
 from cdc.schema.columns import Column, target_meta, tombstone_columns
+from cdc.schema.evolution import sql_type, table_changes
+from cdc.schema.widening import ADD, Incompatible
 from cdc.spark.py4j_classes import iceberg_class, java_class
 
 
@@ -273,9 +276,6 @@ def evolve(spark: Any, name: str, wanted: Sequence[Column], have: Sequence[Colum
     An incompatible type raises ``SchemaEvolutionError`` (the batch plan checks the target first, so this only
     fires for a table that drifted, e.g. a staging table of an abandoned batch).
     """
-    from cdc.common.errors import SchemaEvolutionError
-    from cdc.schema.evolution import sql_type, table_changes
-    from cdc.schema.widening import ADD, Incompatible
 
     try:
         changes = table_changes(existing_columns(spark, name) if have is None else have, wanted)

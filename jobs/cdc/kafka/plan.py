@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from cdc.common.cli_contract import Bounds
-from cdc.common.errors import TerminalError
+from cdc.common.errors import KafkaUnavailable, TerminalError
+from cdc.kafka.consume import consume_range, read_raw
 from cdc.kafka.offsets import new_consumer, offsets_for_time, partitions, watermarks
 
 
@@ -129,7 +130,6 @@ def read_samples(kafka_conf: Mapping[str, Any], ranges: Sequence[OffsetRange],
     usable, its newest records are returned anyway (the decoder then reports the problem)."""
     from confluent_kafka import TopicPartition
 
-    from cdc.kafka.consume import read_raw
 
     samples: list[tuple[bytes | None, bytes | None]] = []
     consumer = new_consumer(kafka_conf, **{"auto.offset.reset": "earliest"})
@@ -163,8 +163,6 @@ def find_first(kafka_conf: Mapping[str, Any], ranges: Sequence[OffsetRange],
     """``(partition, offset)`` of the first record of the ranges (partitions in order) for which ``match(key,
     value)`` is true; None if none is found within ``limit`` records (a partition that stalls for ``timeout``
     seconds is skipped)."""
-    from cdc.common.errors import KafkaUnavailable
-    from cdc.kafka.consume import consume_range
 
     consumer = new_consumer(kafka_conf, **{"auto.offset.reset": "earliest"})
     left = limit

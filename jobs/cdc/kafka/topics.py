@@ -8,11 +8,11 @@ from typing import Any, Iterable, Mapping
 from cdc.common.errors import KafkaUnavailable
 from cdc.config.model import PipelineConfig
 from cdc.config.routing import resolve
+from cdc.kafka.offsets import new_consumer
 
 
 def list_topics(kafka_conf: Mapping[str, Any], timeout: float = 10.0) -> list[str]:
     """The broker's topic names (cluster metadata). ``KafkaUnavailable`` when the broker cannot be asked."""
-    from cdc.kafka.offsets import new_consumer
 
     consumer = None
     try:

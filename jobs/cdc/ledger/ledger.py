@@ -38,7 +38,20 @@ from cdc.common.sql import lit
 from cdc.iceberg.failures import is_commit_conflict
 from cdc.kafka.plan import OffsetRange
 from cdc.ledger.lease import process_owner
+from cdc.ledger.model import cursor_sql
 from cdc.ledger.state import LedgerRange, PendingBatch, TableState, with_claim
+from cdc.ledger.write import (
+    UNVALIDATABLE,
+    claim_rows,
+    columns_sql,
+    commit_values,
+    held_rows,
+    overwrite_batch,
+    rows_sql,
+    snapshot_of_write,
+    sql_value,
+    write_claim,
+)
 
 if TYPE_CHECKING:
     from cdc.ledger.write import Held
@@ -134,7 +147,6 @@ class Ledger:
 
     def committed_offsets(self, table: str, topic: str) -> dict[int, int]:
         """Incremental cursor: partition → end of the last committed incremental batch."""
-        from cdc.ledger.model import cursor_sql
 
         self._fresh()
         rows = self.spark.sql(cursor_sql(self.name, self.pipeline, table, topic)).collect()
@@ -223,7 +235,6 @@ class Ledger:
         of the claim when it committed as the write validated from ``seen`` (None: it conflicted, it was the
         MERGE, or its snapshot was not found)."""
         from cdc.iceberg.row_commit import now_us
-        from cdc.ledger.write import claim_rows, snapshot_of_write, write_claim
 
         rows = claim_rows(self.pipeline, table, batch_id, mode, ranges, run_id, process_owner(), now_us())
         write_id = uuid.uuid4().hex
@@ -243,7 +254,6 @@ class Ledger:
         (``_write``): should the first have landed, the rows are there twice, under the same batch id with the same
         ends, and the cursor is the same (the newest row per partition by batch id)."""
         from cdc.iceberg.row_commit import now_us
-        from cdc.ledger.write import claim_rows, columns_sql, rows_sql
 
         zero = dict.fromkeys(("events_read", "events_skipped", "dead_letters", "inserted", "updated", "deleted"), 0)
         at = now_us()
@@ -334,7 +344,6 @@ class Ledger:
                        phase_seconds: dict[str, float], held: "Held | None" = None) -> None:
         """Record the commit; ``held``: what the staged mark wrote (``mark_staged``), rewritten whole with it."""
         from cdc.iceberg.row_commit import now_us
-        from cdc.ledger.write import commit_values, sql_value
 
         sets = commit_values(counts, snapshot_id, phase_seconds, now_us())
         owner_checked = False  # a rewrite that conflicted has just asked
@@ -357,7 +366,6 @@ class Ledger:
         could not be validated, or it conflicted while the batch is still this run's (its own lease renewal, a
         compaction); the caller updates the rows instead. A batch another run took over raises
         ``ConcurrentRunError``."""
-        from cdc.ledger.write import UNVALIDATABLE, held_rows, overwrite_batch, snapshot_of_write
 
         rows = held_rows(self.pipeline, table, held, run_id, process_owner(), committed)
         write_id = uuid.uuid4().hex

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
 from cdc.kafka.plan import OffsetRange
+from cdc.ledger.model import committed_cursor, known_servers, newest_positions
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,6 @@ def oldest_pending(rows: Sequence[Mapping[str, Any]]) -> PendingBatch | None:
 def table_state(rows: Sequence[Mapping[str, Any]], table: str, topic: str | None,
                 snapshot_id: int | None = None) -> TableState:
     """``TableState`` from the table's ledger rows (pure; ``Ledger.state`` reads them all)."""
-    from cdc.ledger.model import committed_cursor, known_servers, newest_positions
 
     run_ids: dict[int, set[str]] = {}
     for r in rows:

@@ -29,7 +29,8 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from cdc.common.sql import key_join, lit, q
-from cdc.merge.sql import MergeSpec, _change_columns, _live
+from cdc.iceberg.tables import evolve
+from cdc.merge.sql import MergeSpec, _change_columns, _live, changes_sql
 from cdc.positions.sql import tuple_eq, tuple_gt
 from cdc.schema.columns import (
     DELETED,
@@ -147,7 +148,6 @@ def prepare(spark: Any, spec: MergeSpec, row_columns: Sequence[Column],
     """The merge spec for a staged batch: with ``pk_moves`` when it has PK-move headers (then ``__moved`` is added
     to staging and tombstones as needed and the moves' deletes get their images); unchanged otherwise. ``moves``:
     the header counts ``cdc.stage.stats.batch_stats`` found (counted here when not given)."""
-    from cdc.iceberg.tables import evolve
 
     if moves is None:
         if OLD_KEY not in {f.name for f in spark.table(spec.staging).schema.fields}:
@@ -173,7 +173,6 @@ def remember_images(spark: Any, spec: MergeSpec, columns: Sequence[str]) -> None
     offset, ``__moved``), once: a rerun (the old rows may be gone by then) uses the images of the first run."""
     from pyspark.sql import functions as F
 
-    from cdc.merge.sql import changes_sql
 
     batch = f"{spec.staging} WHERE batch_id = {int(spec.batch_id)}"
     if spark.sql(f"SELECT count(*) FROM {batch} AND {q(KIND)} = {lit(IMAGE)}").first()[0]:

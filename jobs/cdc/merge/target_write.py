@@ -30,6 +30,11 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from cdc.common.sql import lit, q
+from cdc.iceberg.failures import is_commit_conflict
+from cdc.iceberg.row_commit import commit_delta
+from cdc.iceberg.row_writer import write_frame, writer_class
+from cdc.iceberg.snapshot_summary import current_commit_properties
+from cdc.iceberg.tables import iceberg_table
 from cdc.merge.sql import MergeSpec, insert_values
 from cdc.schema.columns import TARGET_FILE, TARGET_POS
 from cdc.spark.py4j_classes import iceberg_class
@@ -158,11 +163,6 @@ def write_target(spark: Any, spec: MergeSpec, facts: TargetFacts, view: str,
     the classification read). ``changed``: the classified rows other than ``skip`` (``located_columns`` and
     ``__action``). False when nothing was written and the caller must run ``merge_target_sql``: Iceberg refused the
     commit (a commit since), a key came twice, the rows' types are not the table's, or no row writer."""
-    from cdc.iceberg.failures import is_commit_conflict
-    from cdc.iceberg.row_commit import commit_delta
-    from cdc.iceberg.row_writer import write_frame, writer_class
-    from cdc.iceberg.snapshot_summary import current_commit_properties
-    from cdc.iceberg.tables import iceberg_table
 
     assert spec.locate_target, "only for a classification that located the target's rows"
     deletes = replaced_rows(spec, changed)

@@ -25,6 +25,9 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
+from cdc.iceberg.failures import is_commit_conflict
+from cdc.iceberg.row_commit import now_us, replace_rows
+from cdc.iceberg.tables import iceberg_table
 from cdc.merge.sql import MergeSpec
 from cdc.schema.columns import (
     DELETED_AT,
@@ -75,9 +78,6 @@ def write_tombstones(spark: Any, spec: MergeSpec, gone: Sequence[Mapping[str, An
     the classification read); ``gone``: the classified ``delete``/``tombstone`` rows (``located_columns``, collected
     by the caller with the action counts). False when Iceberg refuses it (a commit since) or the tombstones table has
     other columns than this writes, and nothing was written: the caller runs ``merge_tombstones_sql`` instead."""
-    from cdc.iceberg.failures import is_commit_conflict
-    from cdc.iceberg.row_commit import now_us, replace_rows
-    from cdc.iceberg.tables import iceberg_table
 
     assert spec.tombstones and spec.locate_tombstones, "only for hard deletes with located tombstones"
     wanted = (*spec.key, *spec.ordering, KAFKA_PARTITION, KAFKA_OFFSET, DELETED_AT)

@@ -17,10 +17,19 @@ from cdc.common.faults import checkpoint
 from cdc.config.model import PipelineConfig, TableConfig
 from cdc.config.names import TableNames, names
 from cdc.config.table_layout import check_columns
+from cdc.decode.factory import make_decoder
 from cdc.iceberg.snapshot_summary import batch_summary, commit_properties
 from cdc.iceberg.tables import TargetState, existing_columns, target_state
 from cdc.kafka.offsets import is_compacted
-from cdc.kafka.plan import OffsetRange, cap_ranges, plan_backfill, plan_incremental, read_samples, split_chunks
+from cdc.kafka.plan import (
+    OffsetRange,
+    cap_ranges,
+    find_first,
+    plan_backfill,
+    plan_incremental,
+    read_samples,
+    split_chunks,
+)
 from cdc.ledger.expiry import keep_history_short
 from cdc.ledger.lease import LeaseKeeper, owner_alive, process_owner, renewal_interval
 from cdc.ledger.ledger import Ledger
@@ -28,10 +37,14 @@ from cdc.ledger.state import LedgerRange, PendingBatch, TableState
 from cdc.ledger.tables import ensure_meta_tables
 from cdc.ledger.write import Held
 from cdc.merge.apply import apply_batch
+from cdc.merge.modes.runner import effective_mode, keyless_warning
 from cdc.observe import progress
 from cdc.positions import regression
 from cdc.positions.ordering import Ordering, sampled_ordering
+from cdc.run.group import run_isolated, table_session
 from cdc.run.outcome import TableResult, phase, unwrap_task_error
+from cdc.run.reset import reset_cursor
+from cdc.schema import evolution
 from cdc.schema.columns import (
     EPOCH,
     POSTGRES_COMMIT_ORDERING,
@@ -80,7 +93,6 @@ def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: 
                                      f"{cfg.metadata_namespace}") from exc
     ledger = Ledger(spark, f"{cfg.catalog.name}.{cfg.metadata_namespace}.ledger", cfg.pipeline)
     if isolate and len(tables) > 1:  # one table's failure does not stop the others (cdc.run.group)
-        from cdc.run.group import run_isolated, table_session
 
         # every table plans from one ledger read (Ledger.states) instead of a read each
         planned = ledger.states({t.target: t.topic for t in tables}) if mode == "incremental" else {}
@@ -105,8 +117,6 @@ def run_table(spark: Any, cfg: PipelineConfig, t: TableConfig, ledger: Ledger, m
     for its group (incremental; None: read it now)."""
     runner = TableRun(spark, cfg, t, ledger)
     if mode == "reset":
-        from cdc.run.reset import reset_cursor
-
         return reset_cursor(runner, (bounds.for_topic(t.topic) if bounds else Bounds()).start_offsets)
     if mode == "backfill":
         return runner.backfill(bounds.for_topic(t.topic) if bounds is not None else Bounds(), dry_run).summary()
@@ -331,7 +341,6 @@ class TableRun:
 
     def write_mode(self, result: TableResult, key: tuple[str, ...]) -> dict[str, Any]:
         """``write_mode`` / ``track_columns`` for ``apply_batch``; a keyless table is append, with a warning."""
-        from cdc.merge.modes.runner import effective_mode, keyless_warning
 
         if not key:
             result.warnings.append(keyless_warning(self.t.target, self.t.topic))
@@ -354,7 +363,6 @@ class TableRun:
 
     def batch_schema(self, ranges: list[OffsetRange]) -> BatchSchema:
         """Row columns, key, ordering and decoder for a new batch (from samples, the registry and the table)."""
-        from cdc.decode.factory import make_decoder
 
         decoder = make_decoder(self.cfg, self.t)
         keyless = not self.t.primary_key and self.t.write_mode in (None, "append")  # keyless records may sample
@@ -362,8 +370,6 @@ class TableRun:
                                usable=lambda k, v: (k is not None or keyless) and bool(decoder.record_columns(k, v)))
         target = target_state(self.spark, self.names.target)  # read once for the plan
         existing = row_columns(target.columns)
-        from cdc.kafka.plan import find_first
-        from cdc.schema import evolution
 
         try:  # table columns vs newest source schema: widen / add / keep dropped (cdc.schema.evolution), or fail now
             cols = evolution.plan(existing, decoder.source_columns(samples, existing),
@@ -378,7 +384,6 @@ class TableRun:
         key = self.t.primary_key or tuple(c.name for c in decoder.key_columns(samples)) or self.known_key()
         missing = [k for k in key if k not in {c.name for c in cols}]
         if not key:  # keyless: append mode (cdc.merge.modes), refused for upsert / scd2
-            from cdc.merge.modes.runner import effective_mode
 
             effective_mode(self.t.write_mode, key, self.t.target, self.cfg.source_path)
         if missing:

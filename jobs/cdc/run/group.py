@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from cdc.common.cli_contract import ExitCode
 from cdc.common.errors import CdcError
 from cdc.config.model import PipelineConfig, TableConfig
+from cdc.run.outcome import unwrap_task_error
 
 FAILED = "failed"
 # Most severe first: a person must act > unclassified (retried) > transient (retried).
@@ -41,7 +42,6 @@ def worst_exit_code(codes: Iterable[int]) -> int:
 
 def failed_entry(table: TableConfig, mode: str, exc: BaseException, seconds: float) -> dict[str, Any]:
     """The summary entry of a table whose run raised ``exc`` (a ``CdcError`` or anything else, exit 1)."""
-    from cdc.run.outcome import unwrap_task_error
 
     err = exc if isinstance(exc, CdcError) else unwrap_task_error(exc, f"table {table.target}")
     return {"table": table.target, "topic": table.topic, "status": FAILED, "mode": mode,

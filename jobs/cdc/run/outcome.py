@@ -9,8 +9,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from cdc.common import cli_contract as cli
 from cdc.common import errors
 from cdc.common.errors import CdcError, ConcurrentRunError
+from cdc.iceberg import failures as catalog_errors
 from cdc.iceberg.failures import is_commit_conflict
 from cdc.kafka.plan import OffsetRange
 from cdc.observe import progress
@@ -84,7 +86,6 @@ def unwrap_task_error(exc: BaseException, context: str) -> CdcError:
     if is_commit_conflict(exc):
         return ConcurrentRunError(f"{context}: another writer committed to the same table at the same time "
                                   f"({detail[:300]}); nothing was committed by this run. Retry later")
-    from cdc.iceberg import failures as catalog_errors  # a jdbc catalog's database down (75) or refusing the job (2)
 
     if (jdbc := catalog_errors.classify(text, context)) is not None:
         return jdbc
@@ -124,7 +125,6 @@ def job_failed(exc: BaseException, job: str) -> int:
     import sys
     import traceback
 
-    from cdc.common import cli_contract as cli
 
     if isinstance(exc, CdcError):
         line, code = f"ERROR [{type(exc).__name__}] {exc}", exc.exit_code

@@ -33,6 +33,8 @@ import os
 import sys
 from typing import Any, Mapping, Sequence
 
+from cdc.config.load import load_config
+
 ICEBERG_VERSION = "1.10.2"
 SPARK_SCALA = "3.5_2.12"  # pyspark 3.5.x, Scala 2.12
 POSTGRESQL_JDBC_VERSION = "42.7.4"
@@ -148,8 +150,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--urls", action="store_true", help="Maven Central download URLs, one per line (docker/Dockerfile)")
     args = p.parse_args(argv)
     if args.config:
-        from cdc.config.load import load_config
-
         coords = for_config(load_config(args.config))
     else:
         coords = ALL

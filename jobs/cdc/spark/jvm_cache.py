@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from cdc.common.log import setup_logging
+
 ENV = "CDC_JVM_CLASS_CACHE"
 OFF = "off"
 DEFAULT_DIR = Path("~/.cache/cdc-iceberg/jvm")
@@ -180,7 +182,6 @@ def prepare(conf: dict[str, str], user_java_options: bool) -> dict[str, str]:
     if started is not None:
         import logging
 
-        from cdc.common.log import setup_logging
 
         setup_logging()
         logging.getLogger("cdc.session").info(

@@ -30,6 +30,8 @@ import zipfile
 from pathlib import Path
 from typing import Mapping
 
+from cdc.spark.jvm_cache import file_stamp, java_binary, spark_jars_dir
+
 ENV = "CDC_LOCAL_FS"
 OFF = "off"
 DEFAULT_DIR = Path("~/.cache/cdc-iceberg/localfs")
@@ -77,7 +79,6 @@ log = logging.getLogger("cdc.session")
 
 def jar_key(java: str, hadoop_jars: list[str]) -> str:
     """A name for the jar built with this ``java`` against these Hadoop jars (pure but for the files' stamps)."""
-    from cdc.spark.jvm_cache import file_stamp
 
     parts = [SOURCE, file_stamp(java), *(file_stamp(j) for j in sorted(hadoop_jars))]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
@@ -113,7 +114,6 @@ def build(java: str, spark_jars: str, out: Path) -> None:
 
 def jar(env: Mapping[str, str] | None = None) -> Path | None:
     """The built jar for this JVM (built now if missing); None when off or it cannot be built (logged)."""
-    from cdc.spark.jvm_cache import java_binary, spark_jars_dir
 
     env = os.environ if env is None else env
     where = env.get(ENV, "")
@@ -135,7 +135,6 @@ def jar(env: Mapping[str, str] | None = None) -> Path | None:
 
 def spark_defaults(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The settings of ``spark-defaults.conf`` (``SPARK_CONF_DIR``, else ``SPARK_HOME/conf``, else pyspark's)."""
-    from cdc.spark.jvm_cache import spark_jars_dir
 
     env = os.environ if env is None else env
     conf_dir = env.get("SPARK_CONF_DIR") or os.path.join(os.path.dirname(spark_jars_dir(env)), "conf")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from cdc.config.model import PipelineConfig
-from cdc.spark import jars
+from cdc.spark import jars, jvm_cache, localfs
 from cdc.spark.py4j_classes import bind_pyspark_classes
 
 DEFAULT_MASTER = "local[*]"
@@ -196,12 +196,9 @@ def build_session(cfg: PipelineConfig, app_name: str = "cdc-ingest", master: str
     from pyspark import SparkContext
 
     if submitted is None and is_local(conf["spark.master"]) and SparkContext._gateway is None:  # a JVM starts here
-        from cdc.spark import localfs
 
         conf = localfs.with_local_fs(conf, localfs.jar(), localfs.spark_defaults())  # before the archive: its key
         if class_cache:
-            from cdc.spark import jvm_cache
-
             conf = jvm_cache.prepare(conf, "spark.driver.extraJavaOptions" in cfg.spark)
     for k, v in python_env(conf["spark.master"], sys.executable).items():
         os.environ.setdefault(k, v)

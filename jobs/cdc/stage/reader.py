@@ -19,9 +19,11 @@ import pyarrow as pa
 
 from cdc.common.errors import BadRecordError, CdcError, DecodeError, OrderingError, UnboundColumns
 from cdc.decode.avro import AvroDecoder
+from cdc.decode.avro_batch import stage_avro
 from cdc.decode.base import Decoder
 from cdc.decode.model import CHANGE, TOMBSTONE
 from cdc.kafka.consume import consume_range
+from cdc.kafka.offsets import new_consumer
 from cdc.kafka.plan import OffsetRange
 from cdc.positions.ordering import Ordering
 from cdc.positions.regression import server_identity
@@ -186,8 +188,6 @@ def stage_messages(spec: ReadSpec, topic: str, partition: int, msgs: list[tuple[
         msgs = fits
     left = msgs
     if spec.fast_avro and isinstance(spec.decoder, AvroDecoder) and spec.decoder.vectorised:
-        from cdc.decode.avro_batch import stage_avro
-
         batches, left = stage_avro(spec, topic, partition, msgs, rows.schema)
         yield from batches
     for off, ts, key, value in left:
@@ -199,7 +199,6 @@ def stage_messages(spec: ReadSpec, topic: str, partition: int, msgs: list[tuple[
 
 def read_chunk(spec: ReadSpec, chunk: OffsetRange, consumer: Any | None = None) -> Iterator[pa.RecordBatch]:
     """Read ``[chunk.start, chunk.end)`` and yield staging rows in Arrow batches."""
-    from cdc.kafka.offsets import new_consumer
 
     if chunk.end <= chunk.start:
         return

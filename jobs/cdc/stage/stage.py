@@ -16,6 +16,7 @@ from cdc.config.names import TableNames
 from cdc.iceberg.tables import ensure_staging, spark_schema, table_property
 from cdc.kafka.plan import OffsetRange
 from cdc.positions.ordering import Ordering, epochs_json, epochs_of
+from cdc.schema import evolution
 from cdc.schema.columns import (
     ERROR,
     ERROR_CLASS,
@@ -28,6 +29,7 @@ from cdc.schema.columns import (
     Column,
     arrow_schema,
 )
+from cdc.stage import driver_read
 from cdc.stage.reader import ReadSpec, map_chunks
 from cdc.stage.stats import BatchStats, ChunkAggregates, PartitionCounts, TaskCounts, arrow_batch_stats
 
@@ -43,7 +45,6 @@ def stage(spark: Any, spec: ReadSpec, chunks: Sequence[OffsetRange], names: Tabl
     spark.sql(f"ALTER TABLE {names.staging} SET TBLPROPERTIES ("
               f"'cdc.key'={lit(json.dumps(list(spec.key)))}, "
               f"'cdc.ordering'={lit(json.dumps([spec.ordering.kind, list(spec.ordering.paths), epochs]))})")
-    from cdc.stage import driver_read
 
     df, read, counts = None, None, None
     if driver_read.use_driver(chunks, driver_max_records):
@@ -119,7 +120,6 @@ def unbound_columns(spark: Any, staging: str, batch_id: int, decoder: Any, row_c
                     table: Any) -> list[Column] | None:
     """The row columns widened with the columns of staged ``UnboundColumns`` records (one record per distinct
     message, i.e. per schema) of ``table`` (its ``TableConfig``), or None when there are none."""
-    from cdc.schema import evolution
 
     found = spark.sql(
         f"SELECT min(struct({q(PARTITION)}, {q(OFFSET)}, {q(RAW_KEY)}, {q(RAW_VALUE)})) AS r FROM {staging} "

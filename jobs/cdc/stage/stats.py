@@ -12,8 +12,9 @@ from pyspark.accumulators import AccumulatorParam
 
 from cdc.common.sql import lit, q
 from cdc.decode.model import SKIPPED_KINDS
+from cdc.iceberg.tables import added_records
 from cdc.kafka.plan import OffsetRange
-from cdc.schema.columns import KIND, OP, PARTITION, UNAVAILABLE
+from cdc.schema.columns import KIND, NEW_KEY, OLD_KEY, OP, PARTITION, SERVER_ID, UNAVAILABLE
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,6 @@ def batch_stats(spark: Any, staging: str, batch_id: int, ordering: Sequence[str]
     position = "named_struct(" + ", ".join(f"'o{i}', {q(c)}" for i, c in enumerate(ordering)) + ")"
     lowest = "array(" + ", ".join(f"min(IF({q(KIND)} = 'change', CAST({q(c)} AS BIGINT), NULL))"
                                   for c in ordering) + ")"
-    from cdc.schema.columns import NEW_KEY, OLD_KEY, SERVER_ID
 
     have = {f.name for f in spark.table(staging).schema.fields}
     headers = {OLD_KEY, NEW_KEY} <= have
@@ -105,7 +105,6 @@ def aggregates(batches: Sequence[pa.RecordBatch], ordering: Sequence[str]) -> di
 def _aggregates(batch: pa.RecordBatch, ordering: Sequence[str]) -> dict[int, dict[str, Any]]:
     import pyarrow.compute as pc
 
-    from cdc.schema.columns import PARTITION
 
     parts = batch.column(PARTITION)
     found = pc.unique(parts).to_pylist()
@@ -118,7 +117,6 @@ def _partition_aggregates(rows: pa.RecordBatch, ordering: Sequence[str]) -> dict
     """The aggregates of one partition's rows."""
     import pyarrow.compute as pc
 
-    from cdc.schema.columns import KIND, NEW_KEY, OLD_KEY, OP, SERVER_ID, UNAVAILABLE
 
     def count(mask: pa.Array) -> int:
         return int(pc.sum(pc.fill_null(mask, False).cast(pa.int64())).as_py() or 0)
@@ -183,7 +181,6 @@ def merge_aggregates(parts: Iterable[Mapping[int, Mapping[str, Any]]]) -> dict[i
 
 def stats_of(acc: Mapping[int, Mapping[str, Any]], have: set[str]) -> BatchStats:
     """``BatchStats`` from ``aggregates`` (``have``: the staging table's columns)."""
-    from cdc.schema.columns import NEW_KEY, OLD_KEY, SERVER_ID
 
     return _assemble([{**a, "p": p, "sv": a["sv"] if SERVER_ID in have else None} for p, a in acc.items()],
                      {OLD_KEY, NEW_KEY} <= have)
@@ -221,7 +218,6 @@ class TaskCounts:
         """In the driver, after the write: the batch's stats, or None (then ``batch_stats`` counts the staged rows)
         unless every chunk reported and their rows are exactly those the staging write committed (its snapshot's
         ``added-records``; nothing read also means nothing committed, and an earlier attempt's rows may remain)."""
-        from cdc.iceberg.tables import added_records
 
         found = self.accumulator.value
         if set(found) != {astuple(c) for c in chunks}:

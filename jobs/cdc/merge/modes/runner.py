@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from cdc.common.errors import ConfigError
 from cdc.common.sql import q
-from cdc.iceberg.tables import WRITE_MODE_PROPERTY, TargetState
+from cdc.iceberg.tables import WRITE_MODE_PROPERTY, TargetState, apply_layout, ddl, evolve, exists, props_sql
 from cdc.merge.modes import append, compacted, moves, scd2
 from cdc.merge.modes.spec import ModeSpec
 from cdc.schema.columns import (
@@ -63,7 +63,6 @@ def check_mode(target: TargetState, mode: str) -> None:
 def ensure_table(spark: Any, name: str, columns: Sequence[Column], mode: str | None, layout: Any = None) -> None:
     """Create a mode's table (all columns nullable, no identifier fields: keys repeat), or evolve it; a target
     gets the configured ``partition_by`` / ``sort_by`` / ``properties`` (``cdc.iceberg.tables.apply_layout``)."""
-    from cdc.iceberg.tables import apply_layout, ddl, evolve, exists, props_sql
 
     if not exists(spark, name):
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name.rsplit('.', 1)[0]}")
