@@ -155,7 +155,7 @@ def test_a_batch_read_by_tasks_is_counted_by_them(make_pipe, monkeypatch):
     query runs in the job."""
     import cdc.run.batch
     from cdc.stage.stage import staged_key_and_ordering
-    from cdc.stage.stage.stats import batch_stats
+    from cdc.stage.stats import batch_stats
 
     p = make_pipe(partitions=2, batch={"driver_read_max_records": 0, "chunk_size": 2}, on_bad_record="dead_letter",
                   max_dead_letter_ratio=0.5)
