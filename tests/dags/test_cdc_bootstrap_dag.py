@@ -78,8 +78,8 @@ def test_bootstrap_dag_loads_the_source_then_the_ingest_dag_continues_from_kafka
     from cdc_airflow.pipelines import load_pipelines
     from cdc_airflow.settings import load_settings
     from tests.conftest import unique
-    from tests.integration.bootstrap_history import history_before_bootstrap
-    from tests.integration.test_bootstrap import Source, position, produce
+    from tests.integration.bootstrap.history import history_before_bootstrap
+    from tests.integration.bootstrap.test_bootstrap_postgres import Source, position, produce
 
     db = unique("dagboot_")
     postgres.create_database(db)

@@ -277,7 +277,7 @@ def test_failover_server_refuses_what_cannot_happen() -> None:
 
 
 def test_the_randomized_oracle_draws_server_failovers_only_where_they_hold() -> None:
-    from tests.integration.harness import Scenario, build_stream
+    from tests.scenarios.harness import Scenario, build_stream
 
     drawn = set()
     for seed in range(1, 120):

@@ -1,4 +1,4 @@
-"""The write-mode oracle (tests/integration/mode_oracle.py) agrees with the generator's own oracle: replaying the
+"""The write-mode oracle (tests/scenarios/mode_oracle.py) agrees with the generator's own oracle: replaying the
 expected changelog gives ``expected_rows()``, and the current versions of the expected history are exactly the
 final source rows; redeliveries change neither."""
 
@@ -9,7 +9,7 @@ import random
 import pytest
 
 from devtools.debezium import TOAST_PLACEHOLDER, ChangeEventGenerator, GeneratorConfig, redeliver
-from tests.integration.mode_oracle import _norm, expected_changelog, expected_history
+from tests.scenarios.mode_oracle import _norm, expected_changelog, expected_history
 
 
 def stream(seed: int, connector: str):
@@ -47,7 +47,7 @@ def test_mode_oracles_agree_with_the_source_state(seed, connector):
 
 
 def test_compare_mode_reports_a_changed_missing_or_extra_row():
-    from tests.integration.mode_oracle import compare_mode
+    from tests.scenarios.mode_oracle import compare_mode
 
     gen, records = stream(4, "postgresql")
     cols = [c.name for c in gen.table.columns]
@@ -81,9 +81,9 @@ def _replayed(log):
 
 @pytest.mark.parametrize("connector,kind", [("postgresql", "decimal"), ("mysql", "int32"), ("postgresql", "string")])
 def test_mode_oracles_with_a_column_added_and_widened_mid_stream(connector, kind):
-    """The randomized oracle's schema-evolution class (tests/integration/oracle_streams.py): both write modes'
+    """The randomized oracle's schema-evolution class (tests/scenarios/oracle_streams.py): both write modes'
     oracles end at the source state, the new column NULL in every change before it and in rows untouched since."""
-    from tests.integration.oracle_streams import ADDED, TableSpec, build_stream
+    from tests.scenarios.oracle_streams import ADDED, TableSpec, build_stream
 
     spec = TableSpec(seed=17, connector=connector, delete_mode="hard", partitions=2, replica_identity="full",
                      snapshot=8, ops=70, truncate_weight=0.0, restarts=3, adversarial=False, write_mode="append",
@@ -102,7 +102,7 @@ def test_mode_oracles_with_a_column_added_and_widened_mid_stream(connector, kind
 
 
 def test_random_scenarios_draw_the_new_classes_deterministically_and_only_where_they_hold():
-    from tests.integration.harness import Scenario, build_stream
+    from tests.scenarios.harness import Scenario, build_stream
 
     seen = set()
     for seed in range(1, 120):

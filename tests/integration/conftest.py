@@ -80,12 +80,3 @@ def make_pipe(spark, broker, warehouse):
         return Pipe(spark, broker, cfg, topic)
 
     return make
-
-
-def pytest_terminal_summary(terminalreporter):  # the randomized oracle's count, also without -s (make test)
-    import sys
-
-    oracle = sys.modules.get("tests.integration.test_oracle")
-    if oracle is not None and oracle.COUNT["scenarios"]:
-        terminalreporter.write_line(f"oracle: {oracle.COUNT['scenarios']} randomized scenarios, "
-                                    f"{oracle.COUNT['mismatches']} mismatches")

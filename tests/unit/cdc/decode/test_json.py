@@ -289,7 +289,7 @@ def _schemaless(row: dict | None, op: str = "c", before: dict | None = None) -> 
 
 
 def test_scenario12_schemaless_json_declared_decimal_decodes_debezium_precise_base64() -> None:
-    from tests.integration.typed_events import decimal_b64
+    from tests.scenarios.typed_events import decimal_b64
 
     assert decimal_b64("5.00", 2) == "AfQ="
     d = JsonDecoder("topic", samples.PLACEHOLDER, column_types={"price": "decimal(10,2)", "qty": "int"})
@@ -322,7 +322,7 @@ def test_scenario12_schemaless_json_declared_decimal_decodes_debezium_precise_ba
 def test_scenario12_schemaless_declared_types() -> None:
     from cdc.config.model import COLUMN_TYPE_NAMES
     from cdc.decode.json import _DECLARED
-    from tests.integration.typed_events import decimal_b64
+    from tests.scenarios.typed_events import decimal_b64
 
     assert set(_DECLARED) == set(COLUMN_TYPE_NAMES)
     types_ = {"a": "int", "b": "bigint", "c": "double", "d": "boolean", "e": "string", "f": "date",
