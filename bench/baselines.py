@@ -86,7 +86,7 @@ def decode_floor(bootstrap: str, registry_url: str, topic: str, start: dict[int,
 SPARK_FLOOR = """
 import sys, time
 t0 = time.time()
-from cdc.config import load_config
+from cdc.config.load import load_config
 from cdc.spark.session import build_session
 cfg = load_config(sys.argv[1])
 spark = build_session(cfg, "cdc-bench-floor", None)

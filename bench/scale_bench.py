@@ -34,7 +34,7 @@ from bench.workload import Stream, pipeline_yaml  # noqa: E402
 
 FILL = """
 import sys
-from cdc.config import load_config
+from cdc.config.load import load_config
 from cdc.spark.session import build_session
 cfg, target, first, last = load_config(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 spark = build_session(cfg, "cdc-bench-fill", None)

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[3]
 _JOB = r"""
 import json, os, stat, sys
 from pathlib import Path
-from cdc.config import parse_config
+from cdc.config.load import parse_config
 from cdc.spark.session import build_session
 wh = Path(sys.argv[1])
 cfg = parse_config({"pipeline": "fs", "kafka": {"bootstrap.servers": "127.0.0.1:1"}, "format": "json",
