@@ -153,7 +153,7 @@ def backfill(args: argparse.Namespace, broker: Any, registry: str, tmp: Path, sp
 def target_rows(cfg: Path, table: str) -> int | None:
     try:
         from cdc.config.load import load_config
-        from cdc_airflow.ledger import load_table
+        from cdc_airflow.monitor.ledger import load_table
 
         t = load_table(load_config(str(cfg)).catalog, table)
         return None if t is None else len(t.scan(selected_fields=("id",)).to_arrow())

@@ -1,6 +1,6 @@
 """Example DAG downstream of the ``demo`` pipeline: ``cdc_demo_downstream``, scheduled on its table assets.
 
-Wiring only: see plugins/cdc_airflow/downstream.py. ``CDC_DOWNSTREAM_PIPELINE`` names another pipeline to follow.
+Wiring only: see plugins/cdc_airflow/dags/downstream.py. ``CDC_DOWNSTREAM_PIPELINE`` names another pipeline to follow.
 `cdc_airflow` is the installed package (`pip install '.[airflow]'`) or Airflow's plugins folder.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 
-from cdc_airflow.downstream import build_downstream_dag
-from cdc_airflow.pipelines import load_pipelines
-from cdc_airflow.settings import load_settings
+from cdc_airflow.config.pipelines import load_pipelines
+from cdc_airflow.config.settings import load_settings
+from cdc_airflow.dags.downstream import build_downstream_dag
 
 _settings = load_settings()
 _follow = os.environ.get("CDC_DOWNSTREAM_PIPELINE") or "demo"

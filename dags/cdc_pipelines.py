@@ -1,15 +1,15 @@
 """One ingestion DAG ``cdc_<pipeline>`` per pipeline YAML in $CDC_PIPELINES_DIR (default <repo>/pipelines).
 
-Wiring only: see plugins/cdc_airflow/ingest_dag.py. Parsing imports pyyaml and Airflow, never pyspark or Kafka.
+Wiring only: see plugins/cdc_airflow/dags/ingest.py. Parsing imports pyyaml and Airflow, never pyspark or Kafka.
 `cdc_airflow` is the installed package (`pip install '.[airflow]'`) or Airflow's plugins folder.
 """
 
 from __future__ import annotations
 
-from cdc_airflow.bootstrap_dag import build_bootstrap_dag
-from cdc_airflow.ingest_dag import build_broken_dag, build_ingest_dag
-from cdc_airflow.pipelines import load_pipelines
-from cdc_airflow.settings import load_settings
+from cdc_airflow.config.pipelines import load_pipelines
+from cdc_airflow.config.settings import load_settings
+from cdc_airflow.dags.bootstrap import build_bootstrap_dag
+from cdc_airflow.dags.ingest import build_broken_dag, build_ingest_dag
 
 _settings = load_settings()
 for _p in load_pipelines(_settings):

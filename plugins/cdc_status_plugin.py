@@ -1,11 +1,11 @@
-"""Airflow plugin "CDC status": a FastAPI app at /cdc-status (see cdc_airflow/status_app.py) shown in the
+"""Airflow plugin "CDC status": a FastAPI app at /cdc-status (see cdc_airflow/status/app.py) shown in the
 Airflow 3 UI navigation as an external view (an iframe of /cdc-status/)."""
 
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from cdc_airflow.status_app import URL_PREFIX, create_app
+from cdc_airflow.status.app import URL_PREFIX, create_app
 
 
 class CdcStatusPlugin(AirflowPlugin):

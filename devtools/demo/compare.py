@@ -28,7 +28,7 @@ def expected_table(wave: Wave, table: str) -> dict[Any, dict[str, Any]]:
 
 def actual_table(catalog: Any, table: str, columns: list[str]) -> dict[Any, dict[str, Any]] | None:
     """The Iceberg target read with pyiceberg (no Spark): {id: row} restricted to the source columns."""
-    from cdc_airflow.ledger import load_table  # the installed package (make venv: pip install -e .)
+    from cdc_airflow.monitor.ledger import load_table  # the installed package (make venv: pip install -e .)
 
     t = load_table(catalog, TARGETS[table])
     if t is None:
@@ -117,7 +117,7 @@ def compare(catalog: Any, wave: Wave, verbose: bool, limit: int = 12) -> bool:
 
 
 def ledger_summary(catalog: Any, pipeline: str = "demo") -> None:
-    from cdc_airflow.ledger import batches, read_rows
+    from cdc_airflow.monitor.ledger import batches, read_rows
 
     rows = read_rows(catalog, "cdc_meta.ledger", pipeline=pipeline)
     for table in TARGETS.values():

@@ -26,7 +26,7 @@ def test_wheel_installs_library_and_entry_points(cdc_wheel: Path, tmp_path: Path
     def run(*cmd: str) -> subprocess.CompletedProcess:
         return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
 
-    where = run(str(py), "-c", "import cdc, cdc.apps.ingest, cdc_airflow.commands; print(cdc.__file__)")
+    where = run(str(py), "-c", "import cdc, cdc.apps.ingest, cdc_airflow.runs.commands; print(cdc.__file__)")
     assert where.returncode == 0, where.stderr
     assert "site-packages" in where.stdout and str(standalone.REPO) not in where.stdout
     bad = tmp_path / "missing.yaml"

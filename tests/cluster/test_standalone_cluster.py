@@ -146,9 +146,9 @@ def test_dag_spark_submit_operator_on_standalone_cluster(
             mp.delenv(k)
         for k, v in env.items():
             mp.setenv(k, v)
-        from cdc_airflow.ingest_dag import build_ingest_dag
-        from cdc_airflow.pipelines import load_pipelines
-        from cdc_airflow.settings import load_settings
+        from cdc_airflow.config.pipelines import load_pipelines
+        from cdc_airflow.config.settings import load_settings
+        from cdc_airflow.dags.ingest import build_ingest_dag
 
         settings = load_settings()
         assert settings.spark_master is None  # the connection decides

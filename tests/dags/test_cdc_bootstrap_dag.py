@@ -37,8 +37,9 @@ def test_bootstrap_dag_only_for_pipelines_with_bootstrap_tables(tmp_path: Path) 
 
 def test_bootstrap_dag_shape_and_arguments(tmp_path: Path) -> None:
     from cdc.config.load import load_config
-    from cdc_airflow.bootstrap_dag import bootstrap_args, build_bootstrap_dag
-    from cdc_airflow.settings import load_settings
+    from cdc_airflow.config.settings import load_settings
+    from cdc_airflow.dags.bootstrap import build_bootstrap_dag
+    from cdc_airflow.runs.commands import bootstrap_args
 
     cfg = load_config(pipeline_with_bootstrap(tmp_path))
     dag = build_bootstrap_dag(load_settings(), cfg)
@@ -72,11 +73,11 @@ def test_bootstrap_dag_loads_the_source_then_the_ingest_dag_continues_from_kafka
     from structlog.testing import capture_logs
 
     from cdc.config.names import ledger_identifier
-    from cdc_airflow.bootstrap_dag import build_bootstrap_dag
-    from cdc_airflow.ingest_dag import build_ingest_dag
-    from cdc_airflow.ledger import load_table, read_rows
-    from cdc_airflow.pipelines import load_pipelines
-    from cdc_airflow.settings import load_settings
+    from cdc_airflow.config.pipelines import load_pipelines
+    from cdc_airflow.config.settings import load_settings
+    from cdc_airflow.dags.bootstrap import build_bootstrap_dag
+    from cdc_airflow.dags.ingest import build_ingest_dag
+    from cdc_airflow.monitor.ledger import load_table, read_rows
     from tests.conftest import unique
     from tests.integration.bootstrap.history import history_before_bootstrap
     from tests.integration.bootstrap.test_bootstrap_postgres import Source, position, produce

@@ -94,8 +94,8 @@ def test_ingest_schedule_runs_have_real_data_intervals(schedule: str, length: in
     from airflow.serialization.encoders import coerce_to_core_timetable
     from airflow.timetables.base import TimeRestriction
 
-    from cdc_airflow.ingest_dag import ingest_timetable
-    from cdc_airflow.params import backfill_interval_params
+    from cdc_airflow.dags.ingest import ingest_timetable
+    from cdc_airflow.runs.params import backfill_interval_params
 
     timetable = coerce_to_core_timetable(ingest_timetable(schedule))
     start = pendulum.datetime(2024, 5, 1, 8, tz="UTC")

@@ -1,7 +1,7 @@
 """``dag.test`` of the ingestion DAG on a jdbc catalog (real PostgreSQL): ``plan`` reads the ledger through
 pyiceberg's SQL catalog, ``ingest`` is the real ``SparkSubmitOperator`` running ``spark-submit jobs/ingest.py`` with
-the PostgreSQL JDBC driver next to the Iceberg jar in ``--jars`` (``cdc_airflow.spark.job_jars``), and the table is
-read back through pyiceberg. The password reaches the job only through ``${ENV}``."""
+the PostgreSQL JDBC driver next to the Iceberg jar in ``--jars`` (``cdc_airflow.operators.spark_submit.job_jars``),
+and the table is read back through pyiceberg. The password reaches the job only through ``${ENV}``."""
 
 from __future__ import annotations
 
@@ -52,10 +52,10 @@ tables:
     from structlog.testing import capture_logs
 
     from cdc.config.names import ledger_identifier
-    from cdc_airflow.ingest_dag import build_ingest_dag
-    from cdc_airflow.ledger import load_table, read_rows
-    from cdc_airflow.pipelines import load_pipelines
-    from cdc_airflow.settings import load_settings
+    from cdc_airflow.config.pipelines import load_pipelines
+    from cdc_airflow.config.settings import load_settings
+    from cdc_airflow.dags.ingest import build_ingest_dag
+    from cdc_airflow.monitor.ledger import load_table, read_rows
 
     settings = load_settings()
     [p] = load_pipelines(settings)

@@ -84,9 +84,9 @@ tables:
         mp.setenv("CDC_PIPELINES_DIR", str(tmp / "pipelines"))
         mp.setenv("CDC_RETRIES", "0")
         mp.setenv("CDC_SPARK_MASTER", "local[2]")
-        from cdc_airflow.ingest_dag import build_ingest_dag
-        from cdc_airflow.pipelines import load_pipelines
-        from cdc_airflow.settings import load_settings
+        from cdc_airflow.config.pipelines import load_pipelines
+        from cdc_airflow.config.settings import load_settings
+        from cdc_airflow.dags.ingest import build_ingest_dag
 
         settings = load_settings()
         [p] = load_pipelines(settings)
@@ -107,7 +107,7 @@ def run(dag: Any, conf: dict[str, Any]) -> tuple[Any, dict[tuple[str, str], Any]
 
 
 def table_rows(cfg: Any, target: str, columns: list[str]) -> dict[Any, dict[str, Any]]:
-    from cdc_airflow.ledger import load_table
+    from cdc_airflow.monitor.ledger import load_table
 
     t = load_table(cfg.catalog, target)
     assert t is not None, f"{target} was not created"
@@ -117,7 +117,7 @@ def table_rows(cfg: Any, target: str, columns: list[str]) -> dict[Any, dict[str,
 
 def ledger(cfg: Any) -> list[dict[str, Any]]:
     from cdc.config.names import ledger_identifier
-    from cdc_airflow.ledger import read_rows
+    from cdc_airflow.monitor.ledger import read_rows
 
     return read_rows(cfg.catalog, ledger_identifier(cfg.metadata_namespace), pipeline=cfg.pipeline)
 
@@ -160,7 +160,7 @@ def test_incremental_run_ingests_every_table_and_commits_the_ledger(first_run: d
 def test_committed_batches_emit_asset_events_and_log_progress(first_run: dict[str, Any]) -> None:
     """One asset event per table with the batch's snapshot, counts and high-water offsets; the job's phase lines
     (counts, rates) reach the task log; the downstream DAG's changed-rows read finds every row of batch 1."""
-    from cdc_airflow.downstream import report
+    from cdc_airflow.dags.downstream import report
 
     dr, cfg, src = first_run["dr"], first_run["cfg"], first_run["src"]
     assert dr.state == "success"
@@ -207,7 +207,7 @@ def test_openlineage_events_name_the_topics_read_and_the_tables_written(first_ru
 
 def test_backfill_of_ingested_range_leaves_table_and_cursor_unchanged(first_run: dict[str, Any]) -> None:
     dag, cfg, src = first_run["dag"], first_run["cfg"], first_run["src"]
-    from cdc_airflow.ledger import committed_offsets
+    from cdc_airflow.monitor.ledger import committed_offsets
 
     assert first_run["dr"].state == "success"
     topic = src.topics["orders"]
@@ -249,7 +249,7 @@ def test_new_changes_run_only_the_lagging_table_as_a_second_batch(first_run: dic
     batch = batch_rows(ledger(cfg), "shop.customers", 2)
     assert {p: (r["status"], r["start_offset"], r["end_offset"]) for p, r in batch.items()} == {
         p: ("committed", previous[p], n) for p, n in src.produced["customers"].items()}
-    from cdc_airflow.downstream import report
+    from cdc_airflow.dags.downstream import report
 
     [(name, _, extra)] = asset_events(dr.run_id)
     assert name == "shop.customers" and extra["batch_id"] == 2
@@ -263,7 +263,7 @@ def test_timestamp_backfill_rereads_only_records_from_its_start(first_run: dict[
     timestamps that came without offsets). Params → spark-submit args (epoch ms) → the job's plan → the ledger."""
     import time
 
-    from cdc_airflow.ledger import committed_offsets
+    from cdc_airflow.monitor.ledger import committed_offsets
 
     dag, cfg, src = first_run["dag"], first_run["cfg"], first_run["src"]
     assert first_run["dr"].state == "success"

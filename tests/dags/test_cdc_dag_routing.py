@@ -52,9 +52,9 @@ def add_topic(env: dict[str, Any], name: str) -> None:
 
 
 def run(conf: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    from cdc_airflow.ingest_dag import build_ingest_dag
-    from cdc_airflow.pipelines import load_pipelines
-    from cdc_airflow.settings import load_settings
+    from cdc_airflow.config.pipelines import load_pipelines
+    from cdc_airflow.config.settings import load_settings
+    from cdc_airflow.dags.ingest import build_ingest_dag
 
     settings = load_settings()
     [p] = load_pipelines(settings)
@@ -72,9 +72,9 @@ def tables_called(log: Path) -> set[str]:
 
 
 def test_plan_maps_one_ingest_task_per_resolved_table(env: dict[str, Any]) -> None:
-    from cdc_airflow.ingest_dag import build_ingest_dag
-    from cdc_airflow.pipelines import load_pipelines
-    from cdc_airflow.settings import load_settings
+    from cdc_airflow.config.pipelines import load_pipelines
+    from cdc_airflow.config.settings import load_settings
+    from cdc_airflow.dags.ingest import build_ingest_dag
 
     for name in ("customers", "orders", "legacy"):
         add_topic(env, name)
@@ -132,8 +132,8 @@ tables:
     assert result["heavy"] == []
 
     from cdc.config.load import load_config
-    from cdc_airflow.maintenance_dag import build_maintenance_dag
-    from cdc_airflow.settings import load_settings
+    from cdc_airflow.config.settings import load_settings
+    from cdc_airflow.dags.maintenance import build_maintenance_dag
 
     dag = build_maintenance_dag(load_settings(), load_config(tmp_path / "routed.yaml"))
     assert dag.params.get_param("tables").schema["items"] == {"type": "string"}

@@ -48,9 +48,9 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: str) -> dic
 
 
 def run(conf: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    from cdc_airflow.ingest_dag import build_ingest_dag
-    from cdc_airflow.pipelines import load_pipelines
-    from cdc_airflow.settings import load_settings
+    from cdc_airflow.config.pipelines import load_pipelines
+    from cdc_airflow.config.settings import load_settings
+    from cdc_airflow.dags.ingest import build_ingest_dag
 
     settings = load_settings()
     [p] = load_pipelines(settings)
@@ -138,10 +138,10 @@ def test_failures_call_the_configured_callback_terminal_vs_retries_exhausted(
 def test_timeouts_and_callbacks_are_wired(env: dict[str, Any]) -> None:
     from datetime import timedelta
 
-    from cdc_airflow.ingest_dag import build_ingest_dag
-    from cdc_airflow.maintenance_dag import build_maintenance_dag
-    from cdc_airflow.pipelines import load_pipelines
-    from cdc_airflow.settings import load_settings
+    from cdc_airflow.config.pipelines import load_pipelines
+    from cdc_airflow.config.settings import load_settings
+    from cdc_airflow.dags.ingest import build_ingest_dag
+    from cdc_airflow.dags.maintenance import build_maintenance_dag
 
     settings = load_settings()
     [p] = load_pipelines(settings)

@@ -38,7 +38,7 @@ from cdc.config.table_layout import LayoutError, TableLayout, merge_defaults, pa
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Top-level sections kept as written (``${ENV}``-substituted) in ``PipelineConfig.sections`` and validated by their
-# readers: ``airflow`` by cdc_airflow (Airflow side), ``metrics`` by ``cdc.observe.metrics`` (both sides)
+# readers: ``airflow`` by ``cdc_airflow.config.options`` (Airflow side), ``metrics`` by ``cdc.observe.metrics`` (both sides)
 READER_SECTIONS = ("airflow", "metrics")
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 

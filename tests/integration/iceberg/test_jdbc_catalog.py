@@ -58,7 +58,7 @@ def database_of(raw: dict[str, Any]) -> str:
 
 def target_rows(cfg: Any) -> dict[int, tuple[str | None, bool]]:
     """The target table through pyiceberg's SQL catalog (the Airflow side's reader), with Spark's deletes applied."""
-    from cdc_airflow.ledger import load_table
+    from cdc_airflow.monitor.ledger import load_table
 
     table = load_table(cfg.catalog, cfg.tables[0].target)
     assert table is not None
@@ -67,7 +67,7 @@ def target_rows(cfg: Any) -> dict[int, tuple[str | None, bool]]:
 
 def ledger(cfg: Any) -> list[dict[str, Any]]:
     from cdc.config.names import ledger_identifier
-    from cdc_airflow.ledger import read_rows
+    from cdc_airflow.monitor.ledger import read_rows
 
     rows = read_rows(cfg.catalog, ledger_identifier(cfg.metadata_namespace), pipeline=cfg.pipeline)
     return sorted(rows, key=lambda r: (r["batch_id"], r["partition"]))
@@ -80,7 +80,7 @@ def test_ingest_through_jdbc_catalog_read_by_the_airflow_side(broker, postgres, 
     cfg = config_of(path)
 
     from cdc.config.names import ledger_identifier
-    from cdc_airflow.ledger import read_rows
+    from cdc_airflow.monitor.ledger import read_rows
 
     assert read_rows(cfg.catalog, ledger_identifier(cfg.metadata_namespace)) == []  # before the job: no table yet
     assert postgres.execute("SELECT to_regclass('iceberg_tables')", database=database_of(raw)) == [(None,)], \
@@ -119,7 +119,7 @@ def test_ingest_through_jdbc_catalog_read_by_the_airflow_side(broker, postgres, 
     # pyiceberg's SqlCatalog lists the namespaces and tables Spark's JdbcCatalog created
     from pyiceberg.catalog import load_catalog
 
-    from cdc_airflow.ledger import catalog_properties, load_table
+    from cdc_airflow.monitor.ledger import catalog_properties, load_table
 
     sql = load_catalog(cfg.catalog.name, **catalog_properties(cfg.catalog))
     assert {(target.split(".")[0],), (raw["metadata_namespace"],)} <= set(sql.list_namespaces())
@@ -132,8 +132,8 @@ def test_ingest_through_jdbc_catalog_read_by_the_airflow_side(broker, postgres, 
         (1, "committed", 0, 6), (2, "committed", 6, 9)]
     assert rows[-1]["target_snapshot_id"] == s2["snapshot_id"]
 
-    from cdc_airflow.settings import load_settings
-    from cdc_airflow.status import collect_status
+    from cdc_airflow.config.settings import load_settings
+    from cdc_airflow.status.view import collect_status
 
     monkeypatch.setenv("CDC_TEST_PG_PASSWORD", PASSWORD)  # the status view loads pipelines with ${ENV}
     status = collect_status(load_settings({"CDC_PIPELINES_DIR": str(tmp_path)}),

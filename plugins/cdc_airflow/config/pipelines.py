@@ -1,0 +1,67 @@
+"""Discover pipeline YAML files and load them with the job's own config loader (``cdc.config``, pyyaml only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cdc_airflow.config.options import validate
+from cdc_airflow.config.settings import CdcSettings, ensure_import_paths
+
+if TYPE_CHECKING:
+    from cdc.config.model import PipelineConfig
+
+
+@dataclass(frozen=True)
+class PipelineFile:
+    path: Path
+    config: "PipelineConfig | None"
+    error: str | None = None
+
+
+def pipeline_files(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        return []
+    return sorted(p.resolve() for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def load_pipelines(settings: CdcSettings) -> list[PipelineFile]:
+    """Every YAML in the pipelines folder; a broken file yields an entry with ``error`` (the others still load)."""
+    ensure_import_paths(settings)
+    from cdc.common.errors import CdcError
+    from cdc.config.load import load_config
+
+    out: list[PipelineFile] = []
+    for path in pipeline_files(settings.pipelines_dir):
+        try:
+            cfg = load_config(path)
+            validate(cfg)  # the airflow: and metrics: sections
+            out.append(PipelineFile(path, cfg))
+        except CdcError as exc:
+            out.append(PipelineFile(path, None, str(exc)))
+    return out
+
+
+def load_pipeline(settings: CdcSettings, config_path: str) -> "PipelineConfig":
+    ensure_import_paths(settings)
+    from cdc.config.load import load_config
+
+    return load_config(config_path)
+
+
+def resolve_routes(cfg: "PipelineConfig") -> "PipelineConfig":
+    """``cfg`` with its ``topic_pattern`` entries resolved against the broker's topics now (``cdc.config.routing``), for
+    tasks at run time (never at DAG parse time). A config error (conflicting patterns) fails the task without
+    retries; an unreachable broker is retried."""
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+    from cdc.common.errors import CdcError
+    from cdc.kafka.topics import resolve_pipeline
+
+    try:
+        return resolve_pipeline(cfg)
+    except CdcError as exc:
+        if exc.retryable:
+            raise AirflowException(str(exc)) from exc
+        raise AirflowFailException(str(exc)) from None
