@@ -36,13 +36,10 @@ if TYPE_CHECKING:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="Iceberg maintenance of a CDC pipeline")
-    p.add_argument("--config", required=True)
-    p.add_argument("--table", action="append", default=[])
-    p.add_argument("--staging-retention-hours", type=float, default=72)
-    p.add_argument("--tombstone-retention-hours", type=float, default=168)
-    p.add_argument("--snapshot-retention-hours", type=float, default=168)
-    p.add_argument("--retain-last", type=int, default=5)
-    p.add_argument("--orphan-retention-hours", type=float, default=72)
+    p.add_argument(cli.CONFIG, required=True, help="pipeline YAML file")
+    p.add_argument(cli.TABLE, action="append", default=[], help="target table; repeatable; default: every table")
+    for r in cli.MAINTENANCE_RETENTION:  # the flags and their defaults: cdc.common.cli_contract
+        p.add_argument(r.flag, type=int if r.integer else float, default=r.default, help=r.description)
     return p.parse_args(argv)
 
 

@@ -70,7 +70,7 @@ def test_all_steps_for_existing_tables() -> None:
     assert "DELETE FROM lake.cdc_meta.staging__inventory__orders WHERE batch_id IN (3)" in sql
     assert "status = 'committed' AND committed_at < TIMESTAMP '2024-05-05 00:00:00Z'" in sql
     gc = sql.index("ALTER TABLE lake.cdc_meta.tombstones__inventory__orders SET TBLPROPERTIES ('cdc.gc-horizon' = '[700]')")
-    assert sql.index("DELETE FROM lake.cdc_meta.tombstones__inventory__orders t WHERE __deleted_at < "
+    assert sql.index("DELETE FROM lake.cdc_meta.tombstones__inventory__orders t WHERE `__deleted_at` < "
                      "TIMESTAMP '2024-05-07 00:00:00Z' AND ((t.`__lsn` < 800))") > gc  # horizon first; only
     # tombstones strictly below what every partition has passed (partition 1 is at 800) go
     assert not [s for s in m.steps if s["error"]]

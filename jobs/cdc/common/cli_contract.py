@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from cdc.common import result_file as results
 
@@ -56,6 +56,48 @@ JOB_MODES = ("incremental", "backfill")
 
 # Environment variable naming a file the job writes its ``JobResult`` to (set by the Airflow operator).
 RESULT_FILE_ENV = "CDC_RESULT_FILE"
+
+
+@dataclass(frozen=True)
+class Retention:
+    """One retention setting of ``jobs/maintenance.py``: its DAG param (the flag is its dashed form), default and
+    meaning."""
+
+    param: str
+    default: float
+    description: str
+    integer: bool = False
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.param.replace("_", "-")
+
+
+MAINTENANCE_RETENTION = (
+    Retention("staging_retention_hours", 72, "Drop staged batches committed longer ago than this."),
+    Retention("tombstone_retention_hours", 168, "Delete tombstones (late-update guards of deleted keys) older than "
+                                                "this. Keep it longer than the worst expected replay/backfill window."),
+    Retention("snapshot_retention_hours", 168, "Expire target snapshots older than this (time travel window)."),
+    Retention("retain_last", 5, "Always keep at least this many snapshots per table.", integer=True),
+    Retention("orphan_retention_hours", 72, "Remove unreferenced files older than this; must exceed the longest job "
+                                            "run."),
+)
+MIN_ORPHAN_RETENTION_HOURS = 24  # the Airflow side refuses less: files of running jobs could be deleted
+
+
+def maintenance_args(config_path: str, tables: Sequence[str] = (), **values: float) -> list[str]:
+    """``jobs/maintenance.py``'s arguments: every retention flag (``values`` by param name, else its default)."""
+    known = {r.param: r for r in MAINTENANCE_RETENTION}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise TypeError(f"unknown maintenance setting(s) {unknown} (known: {', '.join(known)})")
+    args = [CONFIG, config_path]
+    for r in MAINTENANCE_RETENTION:
+        v = values.get(r.param, r.default)
+        args += [r.flag, str(int(v)) if r.integer or float(v).is_integer() else str(v)]
+    for t in tables:
+        args += [TABLE, t]
+    return args
 
 
 class ExitCode(IntEnum):

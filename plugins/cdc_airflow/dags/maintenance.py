@@ -10,28 +10,19 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import DAG, Param, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
+from cdc.common import cli_contract as cli
 from cdc_airflow.config.options import airflow_options
 from cdc_airflow.config.settings import CdcSettings
 from cdc_airflow.dags.common import START, default_args
-from cdc_airflow.runs.commands import maintenance_args
 
 if TYPE_CHECKING:
     from cdc.config.model import PipelineConfig
 
-RETENTION_PARAMS: dict[str, tuple[float, str]] = {
-    "staging_retention_hours": (72, "Drop staged batches committed longer ago than this."),
-    "tombstone_retention_hours": (168, "Delete tombstones (late-update guards of deleted keys) older than this. "
-                                       "Keep it longer than the worst expected replay/backfill window."),
-    "snapshot_retention_hours": (168, "Expire target snapshots older than this (time travel window)."),
-    "orphan_retention_hours": (72, "Remove unreferenced files older than this; must exceed the longest job run."),
-}
-
-
 def maintenance_params(names: list[str], open_names: bool = False) -> dict[str, Param]:
-    params = {k: Param(default, type="number", minimum=1, description=desc, title=k.replace("_", " ").capitalize())
-              for k, (default, desc) in RETENTION_PARAMS.items()}
-    params["retain_last"] = Param(5, type="integer", minimum=1, title="Retain last",
-                                  description="Always keep at least this many snapshots per table.")
+    """The DAG's params: the job's retention settings (``cdc.common.cli_contract.MAINTENANCE_RETENTION``) and a
+    subset of tables."""
+    params = {r.param: Param(r.default, type="integer" if r.integer else "number", minimum=1, description=r.description,
+                             title=r.param.replace("_", " ").capitalize()) for r in cli.MAINTENANCE_RETENTION}
     items = {"type": "string"} if open_names else {"type": "string", "enum": names}  # open: topic_pattern tables
     params["tables"] = Param([], type=["array", "null"], items=items, examples=names,
                              uniqueItems=True, title="Tables", description="Subset of targets (empty: all).")
@@ -39,14 +30,11 @@ def maintenance_params(names: list[str], open_names: bool = False) -> dict[str, 
 
 
 def args_from_params(config_path: str, params: dict[str, Any]) -> list[str]:
-    if params["orphan_retention_hours"] < 24:
-        raise AirflowFailException("param orphan_retention_hours: below 24 h risks deleting files of running jobs")
-    return maintenance_args(
-        config_path, staging_retention_hours=params["staging_retention_hours"],
-        tombstone_retention_hours=params["tombstone_retention_hours"],
-        snapshot_retention_hours=params["snapshot_retention_hours"], retain_last=params["retain_last"],
-        orphan_retention_hours=params["orphan_retention_hours"], tables=params.get("tables") or [],
-    )
+    if params["orphan_retention_hours"] < cli.MIN_ORPHAN_RETENTION_HOURS:
+        raise AirflowFailException(f"param orphan_retention_hours: below {cli.MIN_ORPHAN_RETENTION_HOURS} h risks "
+                                   "deleting files of running jobs")
+    return cli.maintenance_args(config_path, params.get("tables") or [],
+                                **{r.param: params[r.param] for r in cli.MAINTENANCE_RETENTION})
 
 
 def build_maintenance_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:

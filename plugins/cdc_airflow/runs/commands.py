@@ -64,24 +64,6 @@ def ingest_args(config_path: str, table: str, topic: str, req: RunRequest) -> li
     return args
 
 
-def maintenance_args(config_path: str, *, staging_retention_hours: float, tombstone_retention_hours: float,
-                     snapshot_retention_hours: float, retain_last: int, orphan_retention_hours: float,
-                     tables: Sequence[str] = ()) -> list[str]:
-    args = ["--config", config_path,
-            "--staging-retention-hours", _num(staging_retention_hours),
-            "--tombstone-retention-hours", _num(tombstone_retention_hours),
-            "--snapshot-retention-hours", _num(snapshot_retention_hours),
-            "--retain-last", str(retain_last),
-            "--orphan-retention-hours", _num(orphan_retention_hours)]
-    for t in tables:
-        args += ["--table", t]
-    return args
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else str(x)
-
-
 def bootstrap_args(config_path: str, params: dict[str, Any]) -> list[str]:
     """``jobs/bootstrap.py`` arguments for the run's params (``tables``, ``replace``)."""
     args = [cli.CONFIG, config_path]

@@ -14,8 +14,6 @@ from typing import Any, Sequence
 from cdc.common import cli_contract as cli
 from cdc_airflow.runs.commands import RunRequest, TablePlan, ingest_args
 
-DEFAULT_TABLES_PER_TASK = 1  # today's behaviour: one spark-submit per table
-
 
 def group_args(config_path: str, members: Sequence[tuple[str, str]], req: RunRequest) -> list[str]:
     """Job arguments for several (table, topic) pairs: ``--table`` per table, offsets of all their topics."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cdc_airflow.runs.commands import RunRequest, ingest_args, maintenance_args, plan_tables, summarize
+from cdc_airflow.runs.commands import RunRequest, ingest_args, plan_tables, summarize
 
 CFG = "/p/demo.yaml"
 T = "inventory.orders"
@@ -46,14 +46,6 @@ def test_ingest_args_are_what_the_job_parses() -> None:
 def test_dry_run_is_incremental_with_flag() -> None:
     args = ingest_args(CFG, T, TOPIC, RunRequest(mode="dry_run"))
     assert args[args.index("--mode") + 1] == "incremental" and "--dry-run" in args
-
-
-def test_maintenance_args() -> None:
-    args = maintenance_args(CFG, staging_retention_hours=72, tombstone_retention_hours=1.5,
-                            snapshot_retention_hours=168, retain_last=5, orphan_retention_hours=72, tables=[T])
-    assert args == ["--config", CFG, "--staging-retention-hours", "72", "--tombstone-retention-hours", "1.5",
-                    "--snapshot-retention-hours", "168", "--retain-last", "5", "--orphan-retention-hours", "72",
-                    "--table", T]
 
 
 def test_plan_tables_incremental_only_tables_with_lag() -> None:

@@ -126,3 +126,18 @@ def test_ingest_reports_its_error_to_the_result_file(tmp_path: Path, monkeypatch
     assert code == 2 and result is not None and result.exit_code == 2 and result.summary is None
     assert result.error is not None and result.error.startswith("ERROR [ConfigError]")
     assert json.loads(result.to_json())["exit_code"] == 2
+
+
+def test_maintenance_flags_and_defaults_have_one_home() -> None:
+    """The retention flags and their defaults are the contract's: the job parses them, the Airflow side builds them
+    and offers them as DAG params, and neither writes a default of its own."""
+    job = importlib.import_module("cdc.apps.maintenance")
+
+    defaults = {r.param: r.default for r in cli.MAINTENANCE_RETENTION}
+    assert vars(job.parse_args([cli.CONFIG, "p.yaml"])) == {"config": "p.yaml", "table": [], **defaults}
+    args = cli.maintenance_args("p.yaml", ["n.t"], tombstone_retention_hours=1.5)
+    parsed = vars(job.parse_args(args))
+    assert parsed == {"config": "p.yaml", "table": ["n.t"], **defaults, "tombstone_retention_hours": 1.5}
+    assert args[:3] == [cli.CONFIG, "p.yaml", "--staging-retention-hours"] and "--retain-last" in args
+    with pytest.raises(TypeError, match="retain_lats"):
+        cli.maintenance_args("p.yaml", retain_lats=3)
