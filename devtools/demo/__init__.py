@@ -6,7 +6,7 @@
 
 What happens:
 
-1. The local Kafka-protocol broker (tansu, 127.0.0.1:19092) and the test schema registry (127.0.0.1:18081) start as
+1. A local Apache Kafka broker (``devtools.broker``, 127.0.0.1:19092) and the test schema registry (127.0.0.1:18081) start as
    daemons with pidfiles in ``.demo/``; ``pipelines/demo.yaml`` reads Avro (Confluent wire format) through them.
 2. A small "inventory" database (``customers`` and ``orders``, PostgreSQL connector, 3 partitions per topic) is
    simulated by ``devtools.debezium.ChangeEventGenerator``: wave 1 is the initial snapshot (op ``r``); later waves are
@@ -20,6 +20,6 @@ What happens:
 4. After every wave the Iceberg tables (read with pyiceberg) are compared with the generator's oracle; at the end
    each table is printed next to the expected source state: MATCH or MISMATCH (exit status 1).
 
-The broker and the registry keep everything in memory, so every demo starts from scratch (warehouse and Airflow
+The broker's log (``.demo/broker.kafka``) and the registry start empty, so every demo starts from scratch (warehouse and Airflow
 home are recreated under ``.demo/``). Airflow stays up after the demo for exploring the UI; ``make demo-stop``.
 """

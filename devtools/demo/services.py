@@ -25,7 +25,7 @@ def _ours(pid: int) -> bool:
     """The pid still runs something the demo started (guards against a recycled pid)."""
     with contextlib.suppress(OSError):
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        return any(w in cmd for w in ("airflow", "devtools.registry", "tansu"))
+        return any(w in cmd for w in ("airflow", "devtools.registry", "kafka.Kafka"))
     return False
 
 

@@ -1,4 +1,4 @@
-"""Session-scoped local infrastructure for devtools tests (one tansu broker, one registry).
+"""Session-scoped local infrastructure for devtools tests (the session's broker, tests/conftest.py; one registry).
 
 No ``__init__.py`` here on purpose: with pytest's default import mode a
 ``tests/devtools`` package would be imported as ``devtools`` and shadow the
@@ -16,17 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from devtools.broker import LocalBroker
 from devtools.registry import LocalSchemaRegistry
 
 FIXTURES = Path(os.environ.get("DEBEZIUM_FIXTURES", Path(__file__).resolve().parents[3] / "shared/fixtures/debezium"))
 _topic_ids = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def broker() -> Iterator[LocalBroker]:
-    with LocalBroker() as b:
-        yield b
 
 
 @pytest.fixture(scope="session")
