@@ -98,7 +98,7 @@ def source(broker: Any, spark: Any, warehouse: Path) -> Iterator[dict[str, Any]]
 def test_spark_submit_to_standalone_cluster_with_the_wheel(
         source: dict[str, Any], spark: Any, warehouse: Path, spark_cluster: standalone.Cluster, cdc_wheel: Path,
         executor_python: str, tmp_path: Path) -> None:
-    from cdc.spark.jars import bundled_jar
+    from cdc.spark import jars
 
     ns = unique("submit")
     config = tmp_path / "p.yaml"
@@ -107,7 +107,7 @@ def test_spark_submit_to_standalone_cluster_with_the_wheel(
     conf = cluster_spark_conf(executor_python, event_log)
     result_file = tmp_path / "result.json"
     cmd = [str(standalone.VENV_BIN / "spark-submit"), "--master", spark_cluster.master_url,
-           "--py-files", str(cdc_wheel), "--jars", str(bundled_jar()),
+           "--py-files", str(cdc_wheel), "--packages", jars.ICEBERG_SPARK_RUNTIME,  # as users submit it
            *[a for k, v in conf.items() for a in ("--conf", f"{k}={v}")],
            str(standalone.REPO / "jobs" / "ingest.py"), "--config", str(config)]
     proc = subprocess.run(cmd, env=standalone.clean_env(CDC_RESULT_FILE=str(result_file)), cwd=str(tmp_path),

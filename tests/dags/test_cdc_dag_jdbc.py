@@ -1,6 +1,6 @@
 """``dag.test`` of the ingestion DAG on a jdbc catalog (real PostgreSQL): ``plan`` reads the ledger through
 pyiceberg's SQL catalog, ``ingest`` is the real ``SparkSubmitOperator`` running ``spark-submit jobs/ingest.py`` with
-the PostgreSQL JDBC driver next to the Iceberg jar in ``--jars`` (``cdc_airflow.operators.spark_submit.job_jars``),
+the PostgreSQL JDBC driver beside the Iceberg runtime (``--jars`` files or ``--packages``, ``cdc_airflow.operators.spark_submit.job_jars``),
 and the table is read back through pyiceberg. The password reaches the job only through ``${ENV}``."""
 
 from __future__ import annotations

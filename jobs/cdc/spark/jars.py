@@ -1,4 +1,5 @@
-"""The JVM jars the job needs, in one place: Maven coordinates for production, the offline wheel jar for local runs.
+"""The JVM jars the job needs, in one place: Maven coordinates, resolved by Spark (``spark.jars.packages`` /
+``--packages``, Ivy) and cached locally, checked before Spark starts.
 
 Pure (standard library only), so the session factory, the Airflow side, the Dockerfile and people can all use it:
 
@@ -8,31 +9,36 @@ Pure (standard library only), so the session factory, the Airflow side, the Dock
 
 * ``iceberg-spark-runtime`` always (the Iceberg catalog, SQL extensions, MERGE).
 * ``iceberg-aws-bundle`` for S3 (``S3FileIO``: ``s3://`` / ``s3a://`` warehouses, also needed by maintenance's
-  orphan-file removal there) and for the Glue catalog. The bundled offline jar has no AWS SDK.
-* the PostgreSQL JDBC driver for a ``jdbc`` catalog whose ``uri`` is ``jdbc:postgresql:…``. Locally the driver is a
-  file: ``CDC_POSTGRES_JDBC_JAR``, else Debian's ``/usr/share/java/postgresql.jar`` (``libpostgresql-jdbc-java``).
+  orphan-file removal there) and for the Glue catalog.
+* the PostgreSQL JDBC driver for a ``jdbc`` catalog whose ``uri`` is ``jdbc:postgresql:…``. Locally the driver may be
+  a file: ``CDC_POSTGRES_JDBC_JAR``, else Debian's ``/usr/share/java/postgresql.jar`` (``libpostgresql-jdbc-java``).
 * MariaDB Connector/J for a bootstrap from a MySQL/MariaDB source (``jdbc:mysql:…`` / ``jdbc:mariadb:…``; it serves
   both servers). Locally: ``CDC_MARIADB_JDBC_JAR``, else Debian's ``/usr/share/java/mariadb-java-client.jar``
   (``libmariadb-java``, 2.7.6: the version the tests run; 3.x refuses ``jdbc:mysql:`` URLs by default).
 
 Which jars a session gets (``jar_conf``): the user's ``spark.jars`` / ``spark.jars.packages`` always win; otherwise
-``CDC_JARS`` decides: ``bundled`` (local jar files, offline: the Iceberg runtime jar from the
-``snowpark-connect-deps-iceberg`` wheel and, for a PostgreSQL ``jdbc`` catalog, the driver file above; a needed jar
-without a local file still goes to ``spark.jars.packages``), ``packages`` (``spark.jars.packages`` = the coordinates
-below, resolved by Spark from Maven or your ``spark.jars.ivySettings`` mirror) or ``auto`` (default): ``bundled`` when
-the master is local and every needed jar has a local file, else ``packages``. Under ``spark-submit`` the JVM has
-started before the job runs, so jars must be on the spark-submit command line
+``CDC_JARS`` decides: ``files`` (local jar files: what Spark's Ivy resolution already put into its cache,
+``<spark.jars.ivy, default ~/.ivy2>/jars``, and the driver files above; a jar without a file goes to
+``spark.jars.packages``), ``packages`` (``spark.jars.packages`` = the coordinates, resolved by Spark from Maven
+Central, ``spark.jars.repositories`` or your ``spark.jars.ivySettings``) or ``auto`` (default): ``files`` when the
+master is local and every needed jar has a file (no resolution at every start), else ``packages``. What is to be
+resolved is checked first (``preflight``): a coordinate no repository has (exit 2) or a repository that cannot be
+reached (exit 75) is named, with where it looked, before a JVM starts. Under ``spark-submit`` the JVM has started
+before the job runs, so jars must be on the spark-submit command line
 (``--packages $(python -m cdc.spark.jars --config P.yaml)``, or ``--jars`` with local files).
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from cdc.common.errors import ConfigError, RetryableError
 from cdc.config.load import load_config
 
 ICEBERG_VERSION = "1.10.2"
@@ -47,9 +53,8 @@ MARIADB_JDBC = f"org.mariadb.jdbc:mariadb-java-client:{MARIADB_JDBC_VERSION}"
 ALL = (ICEBERG_SPARK_RUNTIME, ICEBERG_AWS_BUNDLE, POSTGRESQL_JDBC, MARIADB_JDBC)
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 
-BUNDLED_JAR_GLOB = f"iceberg-spark-runtime-{SPARK_SCALA}-*.jar"
 JARS_ENV = "CDC_JARS"
-MODES = ("auto", "bundled", "packages")
+MODES = ("auto", "files", "packages")
 USER_KEYS = ("spark.jars", "spark.jars.packages")
 POSTGRESQL_JAR_ENV = "CDC_POSTGRES_JDBC_JAR"
 POSTGRESQL_JAR_DEFAULT = "/usr/share/java/postgresql.jar"  # Debian: libpostgresql-jdbc-java
@@ -69,14 +74,21 @@ def needed(catalog_type: str, warehouse: str | None, properties: Mapping[str, st
     return tuple(out)
 
 
-def bundled_jar() -> str | None:
-    """Path of the Iceberg Spark runtime jar from the installed ``snowpark-connect-deps-iceberg`` wheel, or None."""
-    try:
-        import snowpark_connect_deps_iceberg as pkg  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    found = sorted(glob.glob(os.path.join(os.path.dirname(pkg.__file__), "jars", BUNDLED_JAR_GLOB)))
-    return found[-1] if found else None
+class JarsUnavailable(RetryableError):
+    """A jar to resolve is not cached and its repository cannot be reached (retry once the network is back)."""
+
+
+def ivy_home(user: Mapping[str, str] | None = None) -> Path:
+    """Spark's Ivy home (``spark.jars.ivy``, default ``~/.ivy2``): resolved jars are kept in its ``jars/``."""
+    return Path((user or {}).get("spark.jars.ivy") or Path.home() / ".ivy2")
+
+
+def cached_jar(coordinate: str, ivy: Path) -> str | None:
+    """The jar of ``group:artifact:version`` as Spark's Ivy resolution left it (``jars/group_artifact-version.jar``),
+    or None."""
+    group, artifact, version = coordinate.split(":")
+    path = ivy / "jars" / f"{group}_{artifact}-{version}.jar"
+    return str(path) if path.is_file() else None
 
 
 def postgresql_jar(env: Mapping[str, str] | None = None) -> str | None:
@@ -91,31 +103,34 @@ def mariadb_jar(env: Mapping[str, str] | None = None) -> str | None:
     return path if os.path.isfile(path) else None
 
 
-def local_files(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Coordinate → a jar file on this machine that provides it, for offline local sessions (besides the runtime)."""
-    found = {POSTGRESQL_JDBC: postgresql_jar(env), MARIADB_JDBC: mariadb_jar(env)}
+def local_files(env: Mapping[str, str] | None = None, ivy: Path | None = None) -> dict[str, str]:
+    """Coordinate → a jar file on this machine that provides it: Debian's JDBC drivers (or the files the environment
+    names), else what Spark's Ivy resolution cached."""
+    drivers = {POSTGRESQL_JDBC: postgresql_jar(env), MARIADB_JDBC: mariadb_jar(env)}
+    home = ivy_home() if ivy is None else ivy
+    found = {c: drivers.get(c) or cached_jar(c, home) for c in ALL}
     return {c: f for c, f in found.items() if f}
 
 
-def choose_mode(mode: str, local: bool, coords: Sequence[str], have_bundled: bool) -> str:
-    """``bundled`` or ``packages`` (pure). ``have_bundled``: every coordinate in ``coords`` has a local file.
-    Raises ValueError for an unknown ``mode``."""
+def choose_mode(mode: str, local: bool, coords: Sequence[str], have_files: bool) -> str:
+    """``files`` or ``packages`` (pure). ``have_files``: every coordinate in ``coords`` has a local file.
+    Raises ConfigError for an unknown ``mode``."""
     if mode not in MODES:
-        raise ValueError(f"{JARS_ENV}={mode!r}: expected one of {', '.join(MODES)}")
+        raise ConfigError(f"{JARS_ENV}={mode!r}: expected one of {', '.join(MODES)}")
     if mode != "auto":
         return mode
-    return "bundled" if local and have_bundled else "packages"
+    return "files" if local and have_files else "packages"
 
 
 def jar_conf(user: Mapping[str, str], coords: Sequence[str], local: bool, mode: str = "auto",
-             bundled: str | None = None, files: Mapping[str, str] | None = None) -> dict[str, str]:
+             files: Mapping[str, str] | None = None) -> dict[str, str]:
     """The Spark jar settings for a session (pure): nothing when the user set their own.
 
-    ``bundled``: the offline Iceberg runtime jar; ``files``: other coordinates' local jar files (``local_files``)."""
+    ``files``: coordinates' local jar files (``local_files``)."""
     if any(k in user for k in USER_KEYS):
         return {}
-    have = {**(files or {}), **({ICEBERG_SPARK_RUNTIME: bundled} if bundled else {})}
-    if choose_mode(mode, local, coords, all(c in have for c in coords)) == "bundled":
+    have = dict(files or {})
+    if choose_mode(mode, local, coords, all(c in have for c in coords)) == "files":
         conf = {"spark.jars": ",".join(have[c] for c in coords if c in have)}
         missing = [c for c in coords if c not in have]
         if missing:
@@ -135,6 +150,67 @@ def for_config(cfg: Any) -> tuple[str, ...]:
     if any(u.startswith(("jdbc:mysql:", "jdbc:mariadb:")) for u in urls):
         out = (*out, MARIADB_JDBC)
     return out
+
+
+def repositories(user: Mapping[str, str]) -> list[str]:
+    """Where Spark resolves ``spark.jars.packages`` from (besides the local caches): ``spark.jars.repositories``,
+    then Maven Central."""
+    extra = [r.strip() for r in str(user.get("spark.jars.repositories", "")).split(",") if r.strip()]
+    return [*extra, MAVEN_CENTRAL]
+
+
+def preflight(conf: Mapping[str, str], timeout: float = 10.0, probe: Any = None) -> None:
+    """Before a JVM starts: every local file of ``spark.jars`` exists, and every coordinate of
+    ``spark.jars.packages`` is cached (``~/.ivy2``, ``~/.m2``) or found in a repository. A missing file or an unknown
+    coordinate is a ``ConfigError`` (exit 2); repositories that cannot be reached a ``JarsUnavailable`` (exit 75).
+    With ``spark.jars.ivySettings`` (your own resolvers) the coordinates are left to Spark. ``probe(url, timeout)``:
+    the HTTP status of a HEAD request (tests)."""
+    for item in (j.strip() for j in str(conf.get("spark.jars", "")).split(",") if j.strip()):
+        path = item[len("file:"):] if item.startswith("file:") else item
+        if "://" not in item and not Path(path).is_file():
+            raise ConfigError(f"jar file {path} (spark.jars) does not exist: install it or correct the path (the "
+                              f"PostgreSQL driver: apt-get install libpostgresql-jdbc-java or {POSTGRESQL_JAR_ENV}; "
+                              f"MariaDB Connector/J: libmariadb-java or {MARIADB_JAR_ENV})")
+    packages = [c.strip() for c in str(conf.get("spark.jars.packages", "")).split(",") if c.strip()]
+    if not packages or conf.get("spark.jars.ivySettings"):
+        return
+    ivy, m2 = ivy_home(conf), Path.home() / ".m2" / "repository"
+    probe = probe or _head
+    for coordinate in packages:
+        parts = coordinate.split(":")
+        if len(parts) != 3 or not all(parts):
+            raise ConfigError(f"spark.jars.packages: {coordinate!r} is not group:artifact:version")
+        group, artifact, version = parts
+        if cached_jar(coordinate, ivy) or (m2 / group.replace(".", "/") / artifact / version /
+                                           f"{artifact}-{version}.jar").is_file():
+            continue
+        failures, missing = [], []
+        for repo in repositories(conf):
+            url = maven_url(coordinate, repo)
+            try:
+                status = probe(url, timeout)
+            except OSError as exc:  # DNS, refused, timeout, TLS: the repository is not reachable from here
+                failures.append(f"{repo} ({getattr(exc, 'reason', exc)})")
+                continue
+            if 200 <= status < 400:
+                break
+            missing.append(f"{url} (HTTP {status})")
+        else:
+            if missing and not failures:
+                raise ConfigError(f"jar {coordinate} (spark.jars.packages) is in no repository: {'; '.join(missing)}."
+                                  " Check the coordinate, or add the repository that has it to spark.jars.repositories")
+            raise JarsUnavailable(f"jar {coordinate} is not in the local caches ({ivy / 'jars'}, {m2}) and "
+                                  f"{'; '.join(failures + missing)} could not serve it: check the network or proxy, "
+                                  "set spark.jars.repositories to a mirror you reach, or give the file in spark.jars")
+
+
+def _head(url: str, timeout: float) -> int:
+    request = urllib.request.Request(url, method="HEAD")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - a repository URL
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
 
 
 def maven_url(coordinate: str, repository: str = MAVEN_CENTRAL) -> str:

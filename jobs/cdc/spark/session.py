@@ -1,8 +1,8 @@
 """The only SparkSession factory.
 
-It wires the Iceberg catalog from the pipeline config, picks the jars (``cdc.spark.jars``: the offline Iceberg runtime jar
-from the ``snowpark-connect-deps-iceberg`` wheel locally, Maven coordinates for clusters, unless the user brings
-``spark.jars`` / ``spark.jars.packages``), and decides what depends on the master **in effect**:
+It wires the Iceberg catalog from the pipeline config, picks the jars (``cdc.spark.jars``: Maven coordinates, the files
+Spark's Ivy cache already holds for a local master, unless the user brings ``spark.jars`` / ``spark.jars.packages``;
+checked before the JVM starts), and decides what depends on the master **in effect**:
 
 * under ``spark-submit`` that is the master spark-submit put into the SparkConf (``--master``, the Airflow
   ``spark_default`` connection, ``spark-defaults.conf``), unless the job's own ``--master`` overrides it;
@@ -82,14 +82,14 @@ def catalog_conf(cfg: PipelineConfig) -> dict[str, str]:
 
 
 def session_conf(cfg: PipelineConfig, master: str | None = None, *, submitted: str | None = None,
-                 jar_mode: str = "auto", bundled_jar: str | None = None,
-                 package_dir: str | None = None, jar_files: Mapping[str, str] | None = None) -> dict[str, str]:
+                 jar_mode: str = "auto", package_dir: str | None = None,
+                 jar_files: Mapping[str, str] | None = None) -> dict[str, str]:
     """Every Spark setting the job needs (pure; the user's ``spark:`` settings win, except ``spark.master``).
 
     ``master``: the job's ``--master``; ``submitted``: the master spark-submit put in the SparkConf (None when not
     under spark-submit); ``package_dir``: the directory ``cdc`` was imported from when it is not in a shipped
-    archive (local Python workers get it on their path); ``jar_files``: local jar files of other coordinates than
-    the runtime (``cdc.spark.jars.local_files``: the PostgreSQL JDBC driver of a ``jdbc`` catalog)."""
+    archive (local Python workers get it on their path); ``jar_files``: local jar files of the coordinates
+    (``cdc.spark.jars.local_files``: the Ivy cache, Debian's JDBC drivers)."""
     user = dict(cfg.spark)
     in_effect = effective_master(submitted, master, user.get("spark.master"))
     local = is_local(in_effect)
@@ -106,7 +106,7 @@ def session_conf(cfg: PipelineConfig, master: str | None = None, *, submitted: s
     }
     conf.update(catalog_conf(cfg))
     if submitted is None:  # under spark-submit the JVM (and its classpath) exists already: jars are its business
-        conf.update(jars.jar_conf(user, jars.for_config(cfg), local, jar_mode, bundled_jar, jar_files))
+        conf.update(jars.jar_conf(user, jars.for_config(cfg), local, jar_mode, jar_files))
     if local:
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
@@ -192,8 +192,11 @@ def build_session(cfg: PipelineConfig, app_name: str = "cdc-ingest", master: str
     with ``cdc.spark.jvm_cache.finish``): a local JVM started here maps the classes of earlier runs (``cdc.spark.jvm_cache``)."""
     submitted = submitted_master()
     conf = session_conf(cfg, master, submitted=submitted, jar_mode=os.environ.get(jars.JARS_ENV, "auto"),
-                        bundled_jar=jars.bundled_jar(), package_dir=package_dir(), jar_files=jars.local_files())
+                        package_dir=package_dir(), jar_files=jars.local_files(ivy=jars.ivy_home(cfg.spark)))
     from pyspark import SparkContext
+
+    if submitted is None and SparkContext._gateway is None:  # a JVM starts here: its jars must be there or reachable
+        jars.preflight(conf)
 
     if submitted is None and is_local(conf["spark.master"]) and SparkContext._gateway is None:  # a JVM starts here
 

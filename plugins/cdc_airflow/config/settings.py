@@ -7,7 +7,7 @@
 | CDC_SPARK_POOL        | cdc_spark                                 | Airflow pool bounding concurrent Spark jobs      |
 | CDC_SPARK_CONN_ID     | spark_default                             | SparkSubmitHook connection                       |
 | CDC_SPARK_MASTER      | (unset: the connection's master)          | overrides the master, e.g. local[*]              |
-| CDC_ICEBERG_JAR       | the jar in snowpark_connect_deps_iceberg  | --jars                                           |
+| CDC_ICEBERG_JAR       | (none: Maven coordinates, cdc.spark.jars) | a local Iceberg runtime jar file for --jars      |
 | CDC_POSTGRES_JDBC_JAR | /usr/share/java/postgresql.jar            | added to --jars for a jdbc catalog on PostgreSQL |
 |                       |                                           | (cdc.spark.jars; skipped when the file is absent)      |
 | CDC_PY_FILES          | (unset: none; required for a cluster)     | --py-files: the cdc wheel (make wheel), e.g.     |
@@ -26,8 +26,6 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-
-ICEBERG_JAR_NAME = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """spark-submit for CDC jobs, on the public API of apache-airflow-providers-apache-spark only.
 
 ``CdcSparkSubmitOperator`` is a ``SparkSubmitOperator`` that, before handing over to the provider's ``execute``:
-passes the ``cdc`` wheel (``CDC_PY_FILES``) as ``--py-files``, finds the Iceberg jar, adds local-mode Spark settings and asks the job for
+passes the ``cdc`` wheel (``CDC_PY_FILES``) as ``--py-files``, the pipeline's jars as ``--jars`` (files: the Ivy cache, the
+JDBC drivers here) or ``--packages`` (Maven coordinates, ``cdc.spark.jars``; checked before spark-submit starts), adds
+local-mode Spark settings and asks the job for
 its result (``$CDC_RESULT_FILE``, ``cdc.common.cli_contract``). Afterwards it maps the job's exit code (``ExitCode``): 2 →
 ``AirflowFailException`` (no retry), 75 and others → ``CdcJobError`` (retried); it returns the job's JSON summary.
 
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -31,7 +32,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 
 from cdc.common import cli_contract as cli
-from cdc_airflow.config.settings import ICEBERG_JAR_NAME, load_settings
+from cdc_airflow.config.settings import load_settings
 from cdc_airflow.operators.assets import emit
 from cdc_airflow.operators.lineage import namespaces, operator_lineage
 
@@ -49,7 +50,7 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
 
     def __init__(self, *, table: str | None = None, master: str | None = None, conn_id: str = "spark_default",
                  pipeline_spark_conf: dict[str, str] | None = None, emit_assets: tuple[str, str] | None = None,
-                 cdc_lineage: Any = None, **kwargs: Any) -> None:
+                 cdc_lineage: Any = None, cdc_jars: tuple[str, ...] | None = None, **kwargs: Any) -> None:
         self.spark_conn_id = conn_id  # the configured connection
         self.hook_conn_id = override_conn_id(conn_id, master) if master else conn_id  # what the hook resolves
         super().__init__(conn_id=self.hook_conn_id, **kwargs)
@@ -59,12 +60,13 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
         self.emit_assets = emit_assets  # (pipeline, catalog): asset events for committed data (operators.assets)
         self.cdc_lineage = cdc_lineage  # operators.lineage.LineageNamespaces: OpenLineage datasets (provider on)
         self.cdc_summary: dict[str, Any] | None = None
+        self.cdc_jars = cdc_jars  # the Maven coordinates the job needs (cdc.spark.jars.for_config)
 
     def execute(self, context: Any) -> dict[str, Any] | None:  # type: ignore[override]
         settings = load_settings()
-        self.jars = self.jars or find_iceberg_jar()
         base = base_connection(self.spark_conn_id)
         master = self.master or (connection_master(**base) if base else DEFAULT_MASTER)
+        self.choose_jars(master, settings.iceberg_jar)
         self.py_files = self.py_files or required_py_files(master, settings.py_files)
         # Local mode: loopback driver, this interpreter for Python workers and the venv's spark-submit; a cluster
         # brings its own Python (PYSPARK_PYTHON in its image).
@@ -97,6 +99,25 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
             for table in emit(context, *self.emit_assets, summary):
                 self.log.info("asset event for %s (committed data)", table)
         return summary
+
+    def choose_jars(self, master: str, iceberg_jar: str | None) -> None:
+        """``--jars`` / ``--packages`` as the job would choose them for a session of its own (unless given), then
+        checked as the job checks them: a missing file or unknown coordinate fails the task (no retry), a repository
+        out of reach is retried."""
+        from cdc.common.errors import ConfigError
+        from cdc.spark import jars
+
+        if self.cdc_jars is not None and not self.jars and not self.packages:
+            files = jars.local_files(ivy=jars.ivy_home(self.pipeline_spark_conf))
+            chosen = job_jars(self.cdc_jars, master, self.pipeline_spark_conf, iceberg_jar, files)
+            self.jars, self.packages = chosen.get("spark.jars"), chosen.get("spark.jars.packages")
+        given = {"spark.jars": self.jars, "spark.jars.packages": self.packages}
+        try:
+            jars.preflight({**self.pipeline_spark_conf, **{k: v for k, v in given.items() if v}})
+        except ConfigError as exc:
+            raise AirflowFailException(f"terminal error (not retried): {exc}") from None
+        except jars.JarsUnavailable as exc:
+            raise CdcJobError(f"retryable error: {exc}") from None
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Called by the OpenLineage provider (when installed): the topics read and the tables written."""
@@ -190,20 +211,6 @@ def scoped_environ(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def find_iceberg_jar() -> str:
-    """CDC_ICEBERG_JAR, else the Iceberg Spark runtime jar shipped in the snowpark_connect_deps_iceberg wheel."""
-    override = load_settings().iceberg_jar
-    if override:
-        return override
-    spec = importlib.util.find_spec("snowpark_connect_deps_iceberg")
-    for base in (spec.submodule_search_locations or []) if spec else []:
-        jar = Path(base) / "jars" / ICEBERG_JAR_NAME
-        if jar.is_file():
-            return str(jar)
-    raise AirflowFailException(f"Iceberg runtime jar {ICEBERG_JAR_NAME} not found: install "
-                               "snowpark-connect-deps-iceberg or set CDC_ICEBERG_JAR")
-
-
 def required_py_files(master: str, py_files: str | None) -> str | None:
     """``--py-files``: the ``cdc`` wheel (``CDC_PY_FILES``, ``make wheel``). A local master needs none (the job and
     its Python workers import ``cdc`` from this host); a cluster's executors cannot run without it."""
@@ -241,27 +248,21 @@ def spark_env(python: str, path: str | None) -> dict[str, str]:
 
 def submit_kwargs(settings: Any, cfg: Any, name: str) -> dict[str, Any]:
     """The SparkSubmitOperator arguments shared by the ingestion and maintenance DAGs."""
+    from cdc.spark import jars
+
     return dict(conn_id=settings.spark_conn_id, master=settings.spark_master, pool=settings.pool,
-                py_files=settings.py_files, jars=job_jars(settings.iceberg_jar, cfg),
+                py_files=settings.py_files, cdc_jars=jars.for_config(cfg),
                 pipeline_spark_conf=dict(cfg.spark), name=name, cdc_lineage=namespaces(cfg))
 
 
-def job_jars(iceberg_jar: str | None, cfg: Any, driver: str | None = "", runtime: str | None = "") -> str | None:
-    """``--jars``: ``CDC_ICEBERG_JAR`` (or, when unset, the operator finds the runtime jar), plus the local JDBC
-    drivers the pipeline needs (``cdc.spark.jars.for_config``: PostgreSQL for a ``jdbc`` catalog or a PostgreSQL bootstrap,
-    MariaDB Connector/J for a MySQL/MariaDB bootstrap) that neither ``CDC_ICEBERG_JAR`` nor the YAML's
-    ``spark.jars.packages`` brings. ``driver``/``runtime``: "" = look here."""
+def job_jars(coords: tuple[str, ...], master: str, pipeline_spark: Mapping[str, str], iceberg_jar: str | None = None,
+             files: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The job's jars for spark-submit (pure): ``spark.jars`` (local files) and/or ``spark.jars.packages`` (Maven
+    coordinates), chosen as the job chooses them for a session of its own (``cdc.spark.jars.jar_conf``): nothing when
+    the YAML brings its own, local files for a local master when every jar has one, else coordinates.
+    ``iceberg_jar`` (``CDC_ICEBERG_JAR``): a file of the Iceberg runtime; ``files``: ``cdc.spark.jars.local_files``."""
     from cdc.spark import jars
 
-    needed = jars.for_config(cfg)
-    packages = cfg.spark.get("spark.jars.packages", "")
-    extra = []
-    if jars.POSTGRESQL_JDBC in needed and "postgresql" not in (iceberg_jar or "") and "org.postgresql" not in packages:
-        extra.append(jars.postgresql_jar() if driver == "" else driver)
-    if jars.MARIADB_JDBC in needed and "mariadb" not in (iceberg_jar or "") and "org.mariadb" not in packages:
-        extra.append(jars.mariadb_jar())
-    extra = [e for e in extra if e]
-    base = iceberg_jar or (jars.bundled_jar() if runtime == "" else runtime)
-    if not extra or not base:
-        return iceberg_jar
-    return ",".join([base, *extra])
+    have = {**(files or {}), **({jars.ICEBERG_SPARK_RUNTIME: iceberg_jar} if iceberg_jar else {})}
+    return jars.jar_conf(pipeline_spark, coords, master.startswith("local"), os.environ.get(jars.JARS_ENV, "auto"),
+                         have)

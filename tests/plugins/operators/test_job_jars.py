@@ -1,10 +1,15 @@
-"""spark-submit's --jars for a pipeline on a jdbc catalog: the PostgreSQL JDBC driver travels with the Iceberg jar."""
+"""spark-submit's jars for a pipeline (``job_jars``): chosen as the job chooses them for a session of its own (files
+for a local master when every jar has one, else Maven coordinates; nothing when the YAML brings its own), and checked
+before spark-submit starts (``CdcSparkSubmitOperator.choose_jars``)."""
 
 from __future__ import annotations
 
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
 from cdc.config.load import parse_config
 from cdc.spark import jars
-from cdc_airflow.operators.spark_submit import job_jars
+from cdc_airflow.operators.spark_submit import CdcJobError, CdcSparkSubmitOperator, job_jars
 
 
 def cfg(catalog: dict, spark: dict | None = None):
@@ -13,32 +18,56 @@ def cfg(catalog: dict, spark: dict | None = None):
 
 
 JDBC = {"type": "jdbc", "warehouse": "/wh", "uri": "jdbc:postgresql://db/iceberg"}
+RUNTIME, DRIVER = "/ivy/jars/iceberg-runtime.jar", "/usr/share/java/postgresql.jar"
 
 
-def test_the_driver_is_added_for_a_postgresql_jdbc_catalog_only() -> None:
-    pg = cfg(JDBC)
-    assert job_jars("/j/iceberg.jar", pg, driver="/usr/share/java/postgresql.jar") == \
-        "/j/iceberg.jar,/usr/share/java/postgresql.jar"
-    assert job_jars(None, pg, driver="/d/pg.jar", runtime="/w/runtime.jar") == "/w/runtime.jar,/d/pg.jar"
-    assert job_jars("/j/iceberg.jar", cfg({"warehouse": "/wh"}), driver="/d/pg.jar") == "/j/iceberg.jar"
-    assert job_jars(None, cfg({"warehouse": "/wh"}), driver="/d/pg.jar", runtime="/r.jar") is None
-    # already there (CDC_ICEBERG_JAR lists it, or the YAML's packages bring it), or no driver file here
-    assert job_jars("/j/iceberg.jar,/j/postgresql-42.7.4.jar", pg, driver="/d/pg.jar") == \
-        "/j/iceberg.jar,/j/postgresql-42.7.4.jar"
-    own = cfg(JDBC, {"spark.jars.packages": jars.POSTGRESQL_JDBC})
-    assert job_jars("/j/iceberg.jar", own, driver="/d/pg.jar") == "/j/iceberg.jar"
-    assert job_jars("/j/iceberg.jar", pg, driver=None) == "/j/iceberg.jar"
+def test_local_files_for_a_local_master_coordinates_otherwise() -> None:
+    pg = jars.for_config(cfg(JDBC))
+    files = {jars.ICEBERG_SPARK_RUNTIME: RUNTIME, jars.POSTGRESQL_JDBC: DRIVER}
+    assert job_jars(pg, "local[2]", {}, files=files) == {"spark.jars": f"{RUNTIME},{DRIVER}"}
+    # a file missing here: what has a file travels as --jars, the rest as --packages (resolved by spark-submit)
+    assert job_jars(pg, "local[2]", {}, files={jars.POSTGRESQL_JDBC: DRIVER}) == \
+        {"spark.jars.packages": f"{jars.ICEBERG_SPARK_RUNTIME},{jars.POSTGRESQL_JDBC}"}
+    assert job_jars(pg, "spark://h:7077", {}, files=files) == \
+        {"spark.jars.packages": f"{jars.ICEBERG_SPARK_RUNTIME},{jars.POSTGRESQL_JDBC}"}
+    # CDC_ICEBERG_JAR: the runtime as a file of yours
+    assert job_jars(jars.for_config(cfg({"warehouse": "/wh"})), "local[*]", {}, "/opt/iceberg.jar") == \
+        {"spark.jars": "/opt/iceberg.jar"}
+    # the YAML's own jars win: the operator adds none (they reach spark-submit as --conf)
+    assert job_jars(pg, "local[2]", {"spark.jars.packages": jars.POSTGRESQL_JDBC}, files=files) == {}
 
 
 def test_a_mysql_bootstrap_brings_the_mariadb_driver(tmp_path, monkeypatch) -> None:
-    jar = tmp_path / "mariadb-java-client.jar"
-    jar.write_text("")
-    monkeypatch.setenv(jars.MARIADB_JAR_ENV, str(jar))
     my = parse_config({"pipeline": "p", "kafka": {"bootstrap.servers": "b:9092"}, "format": "json",
                        "catalog": {"warehouse": "/wh"},
                        "tables": [{"topic": "t", "target": "a.b", "bootstrap": {
                            "jdbc_url": "jdbc:mysql://db:3306/shop", "user": "u", "password": "p",
                            "source_table": "shop.orders"}}]}, env={})
-    assert job_jars("/j/iceberg.jar", my) == f"/j/iceberg.jar,{jar}"
-    assert job_jars("/j/iceberg.jar,/j/mariadb-java-client-2.7.6.jar", my) == \
-        "/j/iceberg.jar,/j/mariadb-java-client-2.7.6.jar"
+    files = {jars.ICEBERG_SPARK_RUNTIME: RUNTIME, jars.MARIADB_JDBC: "/m/mariadb.jar"}
+    assert job_jars(jars.for_config(my), "local[2]", {}, files=files) == {"spark.jars": f"{RUNTIME},/m/mariadb.jar"}
+
+
+def operator(**kw) -> CdcSparkSubmitOperator:
+    return CdcSparkSubmitOperator(task_id="t", application="jobs/ingest.py", **kw)
+
+
+def test_the_operator_checks_the_jars_before_spark_submit(tmp_path, monkeypatch) -> None:
+    """A missing driver file fails the task (a person must act); a repository out of reach is retried."""
+    monkeypatch.setenv("HOME", str(tmp_path))  # empty caches
+    op = operator(jars="/nope/postgresql.jar")
+    with pytest.raises(AirflowFailException, match="jar file /nope/postgresql.jar"):
+        op.choose_jars("local[*]", None)
+
+    def down(url, timeout):
+        raise OSError("Network is unreachable")
+
+    monkeypatch.setattr(jars, "_head", down)
+    op = operator(cdc_jars=(jars.ICEBERG_SPARK_RUNTIME,))
+    with pytest.raises(CdcJobError, match="retryable error: jar org.apache.iceberg:iceberg-spark-runtime"):
+        op.choose_jars("spark://h:7077", None)
+    assert op.packages == jars.ICEBERG_SPARK_RUNTIME and not op.jars
+    found = tmp_path / "iceberg.jar"
+    found.write_bytes(b"PK")
+    op = operator(cdc_jars=(jars.ICEBERG_SPARK_RUNTIME,))
+    op.choose_jars("local[*]", str(found))  # CDC_ICEBERG_JAR: a file, nothing to resolve
+    assert (op.jars, op.packages) == (str(found), None)

@@ -21,14 +21,20 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _operator(table: str = "inventory.orders", master: str | None = "local[1]"):
+    from cdc.spark import jars
     from cdc_airflow.operators.spark_submit import CdcSparkSubmitOperator
 
     return CdcSparkSubmitOperator(task_id="t", application="jobs/ingest.py", table=table, master=master,
                                   application_args=["--config", "c.yaml", "--table", table],
-                                  pipeline_spark_conf={"spark.sql.shuffle.partitions": "2"})
+                                  pipeline_spark_conf={"spark.sql.shuffle.partitions": "2"},
+                                  cdc_jars=(jars.ICEBERG_SPARK_RUNTIME,))
 
 
-def test_success_returns_summary_and_passes_local_settings(fake: Path) -> None:
+def test_success_returns_summary_and_passes_local_settings(fake: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime = tmp_path / "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
+    runtime.write_bytes(b"PK")
+    monkeypatch.setenv("CDC_ICEBERG_JAR", str(runtime))  # a file of the runtime: --jars, nothing to resolve
     summary = _operator().execute({})
     assert summary["tables"][0]["snapshot_id"] == 42
     call = json.loads(fake.read_text().splitlines()[-1])
@@ -36,7 +42,7 @@ def test_success_returns_summary_and_passes_local_settings(fake: Path) -> None:
     assert argv[argv.index("--master") + 1] == "local[1]"
     assert "spark.driver.bindAddress=127.0.0.1" in argv and "spark.sql.shuffle.partitions=2" in argv
     assert "--py-files" not in argv  # local master: the job and its workers import cdc on this host
-    assert argv[argv.index("--jars") + 1].endswith("iceberg-spark-runtime-3.5_2.12-1.10.2.jar")
+    assert argv[argv.index("--jars") + 1] == str(runtime) and "--packages" not in argv
     assert argv[-4:] == ["--config", "c.yaml", "--table", "inventory.orders"]
     assert call["PYSPARK_PYTHON"] and call["RESULT_FILE"]
     assert not Path(call["RESULT_FILE"]).exists()  # a per-run temporary file, removed afterwards
@@ -157,12 +163,3 @@ def test_spark_env_appends_interpreter_bin_once() -> None:
     assert env["PYSPARK_PYTHON"] == "/venv/bin/python"
     assert env["PATH"] == "/usr/bin:/bin:/venv/bin"
     assert spark_env("/venv/bin/python", "/venv/bin:/bin")["PATH"] == "/venv/bin:/bin"
-
-
-def test_find_iceberg_jar_default_and_override(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cdc_airflow.operators.spark_submit import find_iceberg_jar
-
-    monkeypatch.delenv("CDC_ICEBERG_JAR", raising=False)
-    assert Path(find_iceberg_jar()).name == "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
-    monkeypatch.setenv("CDC_ICEBERG_JAR", "/opt/jars/iceberg.jar")
-    assert find_iceberg_jar() == "/opt/jars/iceberg.jar"

@@ -78,19 +78,20 @@ def test_jdbc_catalog_jars_local_driver_file_or_maven() -> None:
     runtime, driver = "/venv/iceberg-spark-runtime.jar", "/usr/share/java/postgresql.jar"
     assert jars.for_config(local) == (jars.ICEBERG_SPARK_RUNTIME, jars.POSTGRESQL_JDBC)
     files = {jars.POSTGRESQL_JDBC: driver}
-    conf = session_conf(local, "local[2]", bundled_jar=runtime, jar_files=files)
+    cached = {jars.ICEBERG_SPARK_RUNTIME: runtime}
+    conf = session_conf(local, "local[2]", jar_files={**cached, **files})
     assert conf["spark.jars"] == f"{runtime},{driver}" and "spark.jars.packages" not in conf
     # without a local driver file (or on a cluster) Spark resolves both from Maven
-    assert session_conf(local, "local[2]", bundled_jar=runtime)["spark.jars.packages"] == \
+    assert session_conf(local, "local[2]", jar_files=cached)["spark.jars.packages"] == \
         f"{jars.ICEBERG_SPARK_RUNTIME},{jars.POSTGRESQL_JDBC}"
-    cluster = session_conf(local, "spark://h:7077", bundled_jar=runtime, jar_files=files)
+    cluster = session_conf(local, "spark://h:7077", jar_files={**cached, **files})
     assert cluster["spark.jars.packages"] == f"{jars.ICEBERG_SPARK_RUNTIME},{jars.POSTGRESQL_JDBC}"
     assert "spark.jars" not in cluster
-    # CDC_JARS=bundled: local files where there are some, Maven for the rest
-    forced = session_conf(local, "local[2]", bundled_jar=runtime, jar_mode="bundled")
+    # CDC_JARS=files: local files where there are some, Maven for the rest
+    forced = session_conf(local, "local[2]", jar_files=cached, jar_mode="files")
     assert (forced["spark.jars"], forced["spark.jars.packages"]) == (runtime, jars.POSTGRESQL_JDBC)
     # a hadoop catalog never gets the driver, even when it is installed
-    assert session_conf(cfg({"warehouse": "/w"}), "local[2]", bundled_jar=runtime, jar_files=files)["spark.jars"] \
+    assert session_conf(cfg({"warehouse": "/w"}), "local[2]", jar_files={**cached, **files})["spark.jars"] \
         == runtime
 
 

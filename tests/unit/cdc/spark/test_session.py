@@ -3,8 +3,11 @@ loopback, which jars a session gets. The real-cluster counterpart is tests/clust
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from cdc.common.errors import ConfigError
 from cdc.config.load import parse_config
 from cdc.spark import jars
 from cdc.spark.session import LOCAL_DRIVER_JAVA_OPTIONS, LOCAL_SPARK_CONF, effective_master, is_local, session_conf
@@ -71,24 +74,37 @@ def test_user_settings_win_but_not_over_the_master_in_effect() -> None:
     assert conf["spark.driver.host"] == "10.1.1.1" and conf["spark.master"] == "spark://h:7077"
 
 
-def test_jars_local_default_is_the_offline_jar_and_clusters_get_coordinates() -> None:
-    bundled = "/venv/jars/iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
-    assert session_conf(cfg(), None, bundled_jar=bundled)["spark.jars"] == bundled
-    remote = session_conf(cfg(), "spark://h:7077", bundled_jar=bundled)
+def test_jars_are_coordinates_and_a_local_master_takes_the_files_already_cached() -> None:
+    cached = {jars.ICEBERG_SPARK_RUNTIME: "/home/u/.ivy2/jars/org.apache.iceberg_iceberg-spark-runtime.jar"}
+    assert session_conf(cfg(), None)["spark.jars.packages"] == jars.ICEBERG_SPARK_RUNTIME  # nothing cached: resolved
+    local = session_conf(cfg(), None, jar_files=cached)
+    assert local["spark.jars"] == cached[jars.ICEBERG_SPARK_RUNTIME] and "spark.jars.packages" not in local
+    remote = session_conf(cfg(), "spark://h:7077", jar_files=cached)
     assert remote["spark.jars.packages"] == jars.ICEBERG_SPARK_RUNTIME and "spark.jars" not in remote
-    assert session_conf(cfg(), "spark://h:7077", bundled_jar=bundled, jar_mode="bundled")["spark.jars"] == bundled
+    assert session_conf(cfg(), "spark://h:7077", jar_files=cached, jar_mode="files")["spark.jars"] == \
+        cached[jars.ICEBERG_SPARK_RUNTIME]
     # under spark-submit the JVM's classpath is spark-submit's (--jars/--packages): the session adds nothing
-    submitted = session_conf(cfg(), None, submitted="spark://h:7077", bundled_jar=bundled)
+    submitted = session_conf(cfg(), None, submitted="spark://h:7077", jar_files=cached)
     assert "spark.jars" not in submitted and "spark.jars.packages" not in submitted
-    own = session_conf(cfg({"spark.jars.packages": "g:a:1"}), None, bundled_jar=bundled)
+    own = session_conf(cfg({"spark.jars.packages": "g:a:1"}), None, jar_files=cached)
     assert own["spark.jars.packages"] == "g:a:1" and "spark.jars" not in own
+
+
+def test_ivy_cache_is_where_spark_left_a_resolved_jar(tmp_path) -> None:
+    (tmp_path / "jars").mkdir()
+    jar = tmp_path / "jars" / "org.apache.iceberg_iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
+    jar.write_bytes(b"PK")
+    assert jars.cached_jar(jars.ICEBERG_SPARK_RUNTIME, tmp_path) == str(jar)
+    assert jars.cached_jar(jars.ICEBERG_AWS_BUNDLE, tmp_path) is None
+    assert jars.local_files({}, tmp_path)[jars.ICEBERG_SPARK_RUNTIME] == str(jar)
+    assert jars.ivy_home({"spark.jars.ivy": "/srv/ivy"}) == Path("/srv/ivy")
 
 
 def test_jar_set_follows_catalog_and_warehouse() -> None:
     s3 = cfg(catalog={"name": "lake", "type": "hadoop", "warehouse": "s3a://bucket/wh"})
     assert jars.for_config(s3) == (jars.ICEBERG_SPARK_RUNTIME, jars.ICEBERG_AWS_BUNDLE)
-    # S3 needs the AWS bundle even locally: the offline jar cannot serve it
-    assert session_conf(s3, "local[2]", bundled_jar="/x.jar")["spark.jars.packages"] == \
+    # S3 needs the AWS bundle too: a cached runtime alone does not make the session's jars files
+    assert session_conf(s3, "local[2]", jar_files={jars.ICEBERG_SPARK_RUNTIME: "/x.jar"})["spark.jars.packages"] == \
         f"{jars.ICEBERG_SPARK_RUNTIME},{jars.ICEBERG_AWS_BUNDLE}"
     glue = cfg(catalog={"name": "lake", "type": "glue", "warehouse": "/wh"})
     assert jars.ICEBERG_AWS_BUNDLE in jars.for_config(glue)
@@ -97,7 +113,7 @@ def test_jar_set_follows_catalog_and_warehouse() -> None:
     assert jars.for_config(pg) == (jars.ICEBERG_SPARK_RUNTIME, jars.POSTGRESQL_JDBC)
     assert set(jars.ALL) == {jars.ICEBERG_SPARK_RUNTIME, jars.ICEBERG_AWS_BUNDLE, jars.POSTGRESQL_JDBC,
                              jars.MARIADB_JDBC}
-    with pytest.raises(ValueError, match="CDC_JARS"):
+    with pytest.raises(ConfigError, match="CDC_JARS"):
         jars.choose_mode("maven", True, jars.ALL, True)
 
 
