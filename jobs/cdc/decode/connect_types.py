@@ -17,7 +17,9 @@ Choices worth knowing:
   are integer arithmetic: nanoseconds are floored to microseconds, fractional seconds beyond 6 digits are dropped.
 * Debezium encodes PostgreSQL ``infinity``/``-infinity`` timestamps as sentinel numbers; they pass through as long
   as they fit in int64 microseconds (an overflow, or a ZonedTimestamp that is not an ISO-8601 instant such as the
-  string ``infinity``, raises ``DecodeError`` → dead letter). Float ``NaN``/``Infinity`` pass through as floats.
+  string ``infinity``, raises ``DecodeError`` → dead letter). Float ``NaN``/``Infinity`` pass through as floats;
+  Kafka's JsonConverter writes them as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, which ``converter(...,
+  json_text=True)`` turns back into the floats.
 * ``VariableScaleDecimal`` has no fixed scale: it becomes ``decimal128(38, 10)`` (``VARIABLE_SCALE_DECIMAL``,
   overridable per call). A value with more than 10 significant fractional digits, or too many digits, raises
   ``DecodeError`` (never rounded). ``Decimal`` without a precision gets precision 38.
@@ -230,9 +232,27 @@ def identity(v: Any) -> Any:
     return v
 
 
-def converter(f: ConnectField, variable_scale: tuple[int, int] = VARIABLE_SCALE_DECIMAL) -> Converter:
-    """Raw decoded value → Arrow-ready value for ``arrow_type(f)``. Raises DecodeError/ValueError/TypeError."""
+FLOAT_TYPES = ("float32", "float64", "float", "double")
+JSON_FLOATS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
+def json_float(v: Any) -> Any:
+    """A float as Kafka's JsonConverter writes it: a number, or ``"NaN"`` / ``"Infinity"`` / ``"-Infinity"``."""
+    if type(v) is str:
+        try:
+            return JSON_FLOATS[v]
+        except KeyError:
+            raise DecodeError(f"float value {v!r} is not a number") from None
+    return v
+
+
+def converter(f: ConnectField, variable_scale: tuple[int, int] = VARIABLE_SCALE_DECIMAL,
+              json_text: bool = False) -> Converter:
+    """Raw decoded value → Arrow-ready value for ``arrow_type(f)``. ``json_text``: values as Kafka's JsonConverter
+    writes them (special floats as strings). Raises DecodeError/ValueError/TypeError."""
     n = f.name
+    if json_text and f.type in FLOAT_TYPES:
+        return json_float
     if n == DECIMAL:
         precision, scale = _decimal_ps(f)
         return _decimal_converter(precision, scale)
@@ -249,18 +269,18 @@ def converter(f: ConnectField, variable_scale: tuple[int, int] = VARIABLE_SCALE_
     if f.type == "bytes":
         return to_bytes
     if f.type == "array" and f.items is not None:
-        item = converter(f.items, variable_scale)
+        item = converter(f.items, variable_scale, json_text)
         if item is identity:
             return identity
         return lambda v: [None if x is None else item(x) for x in v]
     if f.type == "map" and f.keys is not None and f.values is not None:
-        kc, vc = converter(f.keys, variable_scale), converter(f.values, variable_scale)
+        kc, vc = converter(f.keys, variable_scale, json_text), converter(f.values, variable_scale, json_text)
         if kc is identity and vc is identity:
             return lambda v: v if isinstance(v, dict) else [tuple(p) for p in v]
         return lambda v: ({k: None if x is None else vc(x) for k, x in v.items()} if isinstance(v, dict)
                           else [(kc(k), None if x is None else vc(x)) for k, x in v])
     if f.type == "struct":
-        convs = [(c.field_name, converter(c, variable_scale)) for c in f.fields]
+        convs = [(c.field_name, converter(c, variable_scale, json_text)) for c in f.fields]
         return lambda v: {name: (None if v.get(name) is None else conv(v[name])) for name, conv in convs}
     return identity
 

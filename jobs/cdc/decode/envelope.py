@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from cdc.common.errors import DecodeError, UnboundColumns
 from cdc.decode.connect_types import (
+    JSON_FLOATS,
     ConnectField,
     arrow_type,
     converter,
@@ -92,17 +93,18 @@ def _json_type(v: Any) -> str:
 
 
 def row_plan(columns: Sequence[Column], source: ConnectField | None, placeholder: str,
-             base64_bytes: bool = False, variable_scale: tuple[int, int] | None = None,
+             json_text: bool = False, variable_scale: tuple[int, int] | None = None,
              ignore_extra: bool = False) -> RowPlan:
     """Plan for rows described by ``source`` (a struct), or by the bound column types when ``source`` is None
-    (schemaless JSON: values are coerced from JSON types). ``ignore_extra``: source fields that are not bound
+    (schemaless JSON: values are coerced from JSON types). ``json_text``: values as Kafka's JsonConverter writes them
+    (bytes as base64 text, special floats as strings). ``ignore_extra``: source fields that are not bound
     columns are dropped silently (else a value in one raises ``UnboundColumns``; schemaless rows too)."""
     steps: list[Step] = []
     by_name = {f.field_name: f for f in source.fields} if source is not None else {}
     for col in columns:
         f = by_name.pop(col.name, None)
         if source is None:
-            steps.append((col.name, _coercer(col.arrow_type), _marker(col.arrow_type, placeholder, base64_bytes)))
+            steps.append((col.name, _coercer(col.arrow_type), _marker(col.arrow_type, placeholder, json_text)))
             continue
         if f is None:
             continue
@@ -111,8 +113,8 @@ def row_plan(columns: Sequence[Column], source: ConnectField | None, placeholder
         if not accepts(col.arrow_type, src_type):
             steps.append((col.name, _refuse(col, src_type), None))
             continue
-        conv = converter(f, **kw)
-        marker = _marker(src_type, placeholder, base64_bytes) if f.name not in _NOT_TOASTABLE else None
+        conv = converter(f, json_text=json_text, **kw)
+        marker = _marker(src_type, placeholder, json_text) if f.name not in _NOT_TOASTABLE else None
         if conv is not identity or marker is not None:
             steps.append((col.name, None if conv is identity else conv, marker))
     if ignore_extra:  # extras stay in the row dict, unused: only bound columns are staged
@@ -132,16 +134,16 @@ def _type_label(f: ConnectField) -> str:
 _NOT_TOASTABLE = {"org.apache.kafka.connect.data.Decimal", "io.debezium.data.VariableScaleDecimal"}
 
 
-def _marker(t: pa.DataType, placeholder: str, base64_bytes: bool) -> Any:
+def _marker(t: pa.DataType, placeholder: str, json_text: bool) -> Any:
     """The raw value Debezium sends for an unchanged TOASTed column of this type."""
     raw = placeholder.encode()
-    as_bytes: Any = base64.b64encode(raw).decode() if base64_bytes else raw
+    as_bytes: Any = base64.b64encode(raw).decode() if json_text else raw
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return placeholder
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         return as_bytes
     if pa.types.is_list(t):
-        inner = _marker(t.value_type, placeholder, base64_bytes)
+        inner = _marker(t.value_type, placeholder, json_text)
         return None if inner is None else [inner]
     return None
 
@@ -168,7 +170,8 @@ def _coercer(t: pa.DataType) -> Callable[[Any], Any] | None:
         lo, hi = (-(2**31), 2**31 - 1) if t.bit_width <= 32 else (-(2**63), 2**63 - 1)
         return lambda v: v if type(v) is int and lo <= v <= hi else _bad(v, t)
     if pa.types.is_floating(t):
-        return lambda v: float(v) if type(v) in (int, float) else _bad(v, t)
+        return lambda v: (float(v) if type(v) in (int, float) else JSON_FLOATS[v] if type(v) is str and v in JSON_FLOATS
+                          else _bad(v, t))  # the JsonConverter's "NaN" / "Infinity" / "-Infinity" too
     if pa.types.is_boolean(t):
         return lambda v: v if type(v) is bool else _bad(v, t)
     if pa.types.is_string(t):

@@ -173,7 +173,7 @@ class JsonDecoder(Decoder):
         if self._columns is None and struct is None:  # decode() before bind(), schemaless: rows as they are
             plan = RowPlan([], [])
         else:
-            plan = row_plan(columns, struct, self.placeholder, base64_bytes=True,
+            plan = row_plan(columns, struct, self.placeholder, json_text=True,
                             ignore_extra=self.ignore_unknown_fields)
         self._plans.insert(0, (schema, plan))
         del self._plans[8:]
@@ -212,7 +212,7 @@ class JsonDecoder(Decoder):
             if cached == schema:
                 break
         else:
-            conv = converter(from_connect_json(schema))
+            conv = converter(from_connect_json(schema), json_text=True)
             self._key_convs.insert(0, (schema, conv))
             del self._key_convs[4:]
         try:

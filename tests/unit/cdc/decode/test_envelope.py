@@ -16,7 +16,7 @@ from tests.unit.cdc.decode import samples
 
 COLS = [Column("id", pa.int32(), False), Column("name", pa.string()), Column("photo", pa.binary()),
         Column("tags", pa.list_(pa.string()))]
-SCHEMALESS = row_plan(COLS, None, samples.PLACEHOLDER, base64_bytes=True)
+SCHEMALESS = row_plan(COLS, None, samples.PLACEHOLDER, json_text=True)
 SOURCE = {"connector": "postgresql", "lsn": 1}
 
 

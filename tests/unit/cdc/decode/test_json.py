@@ -385,3 +385,38 @@ def test_scenario8_unbound_record_is_staged_as_an_error_row_even_with_on_bad_rec
     row = stage_record(spec, "topic", 0, 7, None, None, old)
     assert (row["__kind"], row["__error_class"], row["__raw_value"]) == ("error", "UnboundColumns", old)
     assert "field 'legacy' is not a column of this batch" in row["__error"]
+
+
+def test_the_json_converters_special_floats_are_numbers_not_dead_letters() -> None:
+    """Kafka's JsonConverter writes a double or float ±Infinity / NaN as the strings "Infinity", "-Infinity",
+    "NaN" (seen from Debezium 3.6 on PostgreSQL): they decode to the floats, in columns, arrays and keys; any other
+    string in a float column stays a decode error."""
+    import math
+
+    cols = [("id", "int32", False), ("score", "double", True), ("ratio", "float", True)]
+    fields = [{"type": t, "optional": o, "field": c} for c, t, o in cols]
+    fields.append({"type": "array", "items": {"type": "double", "optional": True}, "optional": True, "field": "xs"})
+    value = {"type": "struct", "name": "s.public.t.Value", "optional": True, "fields": fields}
+    schema = {"type": "struct", "name": "s.public.t.Envelope", "optional": False, "fields": [
+        {**value, "field": "before"}, {**value, "field": "after"},
+        {"type": "struct", "optional": False, "field": "source", "fields": [
+            {"type": "string", "optional": False, "field": "connector"},
+            {"type": "int64", "optional": True, "field": "lsn"}]},
+        {"type": "string", "optional": False, "field": "op"}]}
+
+    def event(row: dict) -> bytes:
+        return json.dumps({"schema": schema, "payload": {"before": None, "after": row, "op": "c",
+                                                         "source": {"connector": "postgresql", "lsn": 7}}}).encode()
+
+    d = decoder()
+    special = event({"id": 1, "score": "Infinity", "ratio": "-Infinity", "xs": ["NaN", 1.5, None, "-Infinity"]})
+    b = d.bind(d.resolve_columns([(None, special)]))
+    row = b.decode(None, special).row
+    assert row["score"] == math.inf and row["ratio"] == -math.inf
+    assert math.isnan(row["xs"][0]) and row["xs"][1:] == [1.5, None, -math.inf]
+    assert b.decode(None, event({"id": 2, "score": 2.5, "ratio": None, "xs": []})).row["score"] == 2.5
+    with pytest.raises(DecodeError, match="score"):
+        b.decode(None, event({"id": 3, "score": "lots", "ratio": None, "xs": None}))
+    schemaless = JsonDecoder("topic", samples.PLACEHOLDER, column_types={"score": "double"})
+    raw = _schemaless({"id": 1, "score": "NaN"})
+    assert math.isnan(schemaless.bind(schemaless.resolve_columns([(None, raw)])).decode(None, raw).row["score"])

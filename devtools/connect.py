@@ -1,0 +1,228 @@
+"""A real Kafka Connect worker (distributed mode) with Debezium's connectors, for tests and the demo: the chain users
+run, PostgreSQL → Debezium → Kafka, on this machine.
+
+The worker is Apache Kafka's own ``ConnectDistributed`` from the jar set ``kafka-connect`` (``devtools/jars/``, fetched
+by ``devtools.maven``), its internal topics on the given broker, its REST API on a loopback port. Each connector
+plugin is a jar set of its own on ``plugin.path`` (``debezium-postgres``). Connectors are created through the REST
+API (``create``), and ``wait_running`` waits until the connector and its task run.
+
+``Marker`` tells when the changes made so far have reached Kafka: it writes a row to a small table the connector
+captures and waits until that row's change event is in its topic. Debezium sends a database's changes in commit
+order, so every change committed before the marker has been sent by then.
+
+    with ConnectWorker(broker.bootstrap) as connect:
+        connect.create("inventory", postgres_connector(pg, "dbserver1", ["public.customers"]))
+        connect.wait_running("inventory")
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Mapping, Sequence
+
+from devtools import maven
+from devtools.broker import HOST, free_ports
+
+WORKER_JARS = "kafka-connect"
+PLUGINS = ("debezium-postgres",)
+JVM_OPTIONS = ("-Xms128m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true")
+LOG4J = """log4j.rootLogger=WARN, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.io.debezium=INFO
+log4j.logger.org.apache.kafka.connect.runtime.WorkerSourceTask=INFO
+log4j.logger.org.apache.kafka.connect.runtime.Connect=INFO
+"""
+JSON = {"key.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "key.converter.schemas.enable": "true", "value.converter.schemas.enable": "true"}
+
+
+class ConnectError(RuntimeError):
+    """The worker or a connector did not do what was asked (the message holds the REST answer or the task's trace)."""
+
+
+def worker_properties(bootstrap: str, port: int, group: str, plugin_path: Sequence[Path]) -> str:
+    props = {
+        "bootstrap.servers": bootstrap, "group.id": group,
+        "config.storage.topic": f"{group}-configs", "offset.storage.topic": f"{group}-offsets",
+        "status.storage.topic": f"{group}-status", "config.storage.replication.factor": "1",
+        "offset.storage.replication.factor": "1", "status.storage.replication.factor": "1",
+        "offset.storage.partitions": "1", "status.storage.partitions": "1",
+        **JSON, "offset.flush.interval.ms": "500", "listeners": f"http://{HOST}:{port}",
+        "rest.advertised.host.name": HOST, "rest.advertised.port": str(port),
+        "plugin.path": ",".join(str(p) for p in plugin_path), "plugin.discovery": "only_scan",
+        "scheduled.rebalance.max.delay.ms": "1000", "task.shutdown.graceful.timeout.ms": "5000",
+    }
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+class ConnectWorker:
+    """One Kafka Connect worker process owned by this Python process."""
+
+    def __init__(self, bootstrap: str, plugins: Sequence[str] = PLUGINS, log_path: str | Path | None = None,
+                 group: str | None = None) -> None:
+        self.bootstrap = bootstrap
+        self.plugins = tuple(plugins)
+        self.group = group or f"connect-{uuid.uuid4().hex[:8]}"
+        self._log_path = log_path
+        self._home: Path | None = None
+        self._port: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        if self._port is None:
+            raise RuntimeError("worker not started")
+        return f"http://{HOST}:{self._port}"
+
+    def start(self, timeout: float = 120.0) -> ConnectWorker:
+        if self._proc is not None:
+            return self
+        if self._home is None:
+            self._home = Path(tempfile.mkdtemp(prefix="cdc-connect-"))
+            [self._port] = free_ports(1)
+        plugins = self._home / "plugins"  # plugin.path: a folder of plugins, each a folder of its jars
+        plugins.mkdir(exist_ok=True)
+        for name in self.plugins:
+            link = plugins / name
+            if not link.exists():
+                link.symlink_to(maven.jars(name), target_is_directory=True)
+        (self._home / "worker.properties").write_text(
+            worker_properties(self.bootstrap, self._port, self.group, [plugins]))
+        (self._home / "log4j.properties").write_text(LOG4J)
+        argv = [shutil.which("java") or "java", *JVM_OPTIONS,
+                f"-Dlog4j.configuration=file:{self._home / 'log4j.properties'}",
+                "-cp", maven.classpath(WORKER_JARS), "org.apache.kafka.connect.cli.ConnectDistributed",
+                str(self._home / "worker.properties")]
+        self._log = open(self._log_path, "ab") if self._log_path else None  # noqa: SIM115
+        sink: IO[bytes] | int = self._log if self._log is not None else subprocess.DEVNULL
+        self._proc = subprocess.Popen(argv, stdout=sink, stderr=sink, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._proc.poll() is not None:
+                raise ConnectError(f"the Connect worker exited ({self._proc.returncode}); see {self._log_path}")
+            try:
+                if "version" in self._get("/"):
+                    # the plugins are scanned before the REST API answers; the herder joins its group after
+                    if any(p["class"].startswith("io.debezium") for p in self._get("/connector-plugins")):
+                        return self
+            except (OSError, ConnectError):
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Connect worker at {self.url} not ready after {timeout}s")
+            time.sleep(0.5)
+
+    def stop(self, grace: float = 30.0) -> None:
+        self._end(signal.SIGTERM, grace)
+        if self._home is not None:
+            shutil.rmtree(self._home, ignore_errors=True)
+            self._home = None
+
+    def kill(self) -> None:
+        """SIGKILL the worker (a crash: no offsets flushed since the last flush); ``start`` brings it back with its
+        connectors, which resume from the committed offsets (at-least-once: some changes arrive again)."""
+        self._end(signal.SIGKILL, 30.0)
+
+    def _end(self, sig: int, grace: float) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(sig)
+            try:
+                proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(grace)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> ConnectWorker:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------------------------------------ REST API
+
+    def _request(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json", "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - loopback
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            raise ConnectError(f"{method} {path}: HTTP {exc.code}: {exc.read().decode(errors='replace')}") from None
+        return json.loads(raw) if raw else None
+
+    def _get(self, path: str) -> Any:
+        return self._request("GET", path)
+
+    def create(self, name: str, config: Mapping[str, str]) -> None:
+        """Create (or reconfigure) connector ``name``."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self._request("PUT", f"/connectors/{name}/config", dict(config))
+                return
+            except ConnectError as exc:  # 409: the worker is still joining its group (a rebalance)
+                if "HTTP 409" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+    def delete(self, name: str) -> None:
+        self._request("DELETE", f"/connectors/{name}")
+
+    def restart(self, name: str) -> None:
+        """Restart the connector and its tasks (``POST /connectors/<name>/restart?includeTasks=true``)."""
+        self._request("POST", f"/connectors/{name}/restart?includeTasks=true&onlyFailed=false")
+
+    def status(self, name: str) -> dict[str, Any]:
+        return self._get(f"/connectors/{name}/status")
+
+    def wait_running(self, name: str, timeout: float = 120.0) -> None:
+        """Until the connector and all its tasks are RUNNING; a FAILED task raises with its trace."""
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            try:
+                last = self.status(name)
+            except ConnectError as exc:
+                last = str(exc)
+            else:
+                tasks = last.get("tasks") or []
+                failed = [t for t in tasks if t.get("state") == "FAILED"]
+                if failed:
+                    raise ConnectError(f"connector {name}: task failed: {failed[0].get('trace', '')[:3000]}")
+                if last["connector"]["state"] == "RUNNING" and tasks and all(t["state"] == "RUNNING" for t in tasks):
+                    return
+            time.sleep(0.5)
+        raise TimeoutError(f"connector {name} not running after {timeout}s: {last}")
+
+
+def postgres_connector(pg: Any, prefix: str, tables: Sequence[str], database: str = "postgres",
+                       **settings: str) -> dict[str, str]:
+    """A Debezium PostgreSQL connector's configuration for ``devtools.postgres.LocalPostgres`` (pgoutput, its own
+    slot and publication; JsonConverter with schemas, unless ``settings`` say otherwise)."""
+    slot = f"slot_{prefix}".replace("-", "_").replace(".", "_").lower()
+    return {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector", "tasks.max": "1",
+        "plugin.name": "pgoutput", "database.hostname": HOST, "database.port": str(pg.port),
+        "database.user": "postgres", "database.password": "", "database.dbname": database,
+        "topic.prefix": prefix, "table.include.list": ",".join(tables), "slot.name": slot,
+        "publication.name": f"pub_{slot}", "publication.autocreate.mode": "filtered",
+        "snapshot.mode": "initial", "tombstones.on.delete": "true", **JSON, **settings,
+    }
