@@ -226,3 +226,43 @@ def postgres_connector(pg: Any, prefix: str, tables: Sequence[str], database: st
         "publication.name": f"pub_{slot}", "publication.autocreate.mode": "filtered",
         "snapshot.mode": "initial", "tombstones.on.delete": "true", **JSON, **settings,
     }
+
+
+class Marker:
+    """Tells when the source changes made so far have reached Kafka (see the module doc): ``sync()`` commits a new
+    value to the marker table ``<schema>.cdc_marker`` and waits until its change event is in the marker's topic."""
+
+    TABLE = "public.cdc_marker"
+
+    def __init__(self, pg: Any, bootstrap: str, prefix: str, database: str = "postgres") -> None:
+        self.pg, self.bootstrap, self.database = pg, bootstrap, database
+        self.topic = f"{prefix}.{self.TABLE}"
+        self._n = 0
+        pg.execute(f"CREATE TABLE IF NOT EXISTS {self.TABLE} (id int PRIMARY KEY, n bigint)", database=database)
+        pg.execute(f"INSERT INTO {self.TABLE} VALUES (1, 0) ON CONFLICT (id) DO NOTHING", database=database)
+
+    def sync(self, timeout: float = 60.0) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        self._n += 1
+        self.pg.execute(f"UPDATE {self.TABLE} SET n = {self._n} WHERE id = 1", database=self.database)
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"marker-{uuid.uuid4().hex}",
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                md = consumer.list_topics(self.topic, timeout=5).topics.get(self.topic)
+                if md is not None and md.error is None and md.partitions:
+                    break
+                time.sleep(0.2)
+            consumer.assign([TopicPartition(self.topic, p, 0) for p in md.partitions])
+            while time.monotonic() < deadline:
+                for msg in consumer.consume(500, timeout=0.5):
+                    if msg.error() or msg.value() is None:
+                        continue
+                    after = json.loads(msg.value()).get("payload", {}).get("after") or {}
+                    if after.get("n") == self._n:
+                        return
+        finally:
+            consumer.close()
+        raise TimeoutError(f"the marker change {self._n} did not reach {self.topic} within {timeout}s")

@@ -205,11 +205,15 @@ def _source_ordering(ordering: Any, source: pa.StructArray, table: pa.Table, op:
     def field(name: str) -> pa.Array:
         return pc.struct_field(source, [name]) if name in names else pa.nulls(n, pa.int64())
 
-    if ordering.kind == "postgresql_lsn":
-        return [field("lsn").cast(pa.int64())]
-    if ordering.kind == "postgresql":  # (last commit LSN, LSN): see cdc.positions.ordering.last_commit_lsn
-        lsn = field("lsn").cast(pa.int64())
+    if ordering.kind in ("postgresql", "postgresql_lsn"):
         seq = field("sequence").cast(pa.string()) if "sequence" in names else pa.nulls(n, pa.string())
+        # an incremental snapshot's read has no lsn: the one its sequence gives (ordering.event_lsn)
+        of_seq = pc.struct_field(pc.extract_regex(pc.fill_null(seq, ""), r',\s*"(?P<l>\d+)"\s*\]\s*$'), [0])
+        of_seq = pc.if_else(pc.and_(pc.equal(op, "r"), pc.not_equal(of_seq, "")), of_seq, pa.nulls(n, pa.string()))
+        lsn = pc.coalesce(field("lsn").cast(pa.int64()), of_seq.cast(pa.int64()))
+        if ordering.kind == "postgresql_lsn":
+            return [lsn]
+    if ordering.kind == "postgresql":  # (last commit LSN, LSN): see cdc.positions.ordering.last_commit_lsn
         commit = pc.struct_field(pc.extract_regex(pc.fill_null(seq, ""), r'^\s*\[\s*(?:null|"(?P<c>\d+)")\s*,'),
                                  [0])
         commit = pc.if_else(pc.equal(commit, ""), pa.nulls(n, pa.string()), commit).cast(pa.int64())

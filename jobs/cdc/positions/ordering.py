@@ -70,6 +70,7 @@ PER_RECORD_KINDS = frozenset({"mongodb"})
 _SQLSERVER_LSN = re.compile(r"^\s*([0-9A-Fa-f]{8}):([0-9A-Fa-f]{8}):([0-9A-Fa-f]{4})\s*$")
 _SCN_SPLIT = 10**18
 _SEQUENCE = re.compile(r'^\s*\[\s*(?:null|"(\d+)")\s*,')
+_SEQUENCE_LSN = re.compile(r',\s*"(\d+)"\s*\]\s*$')  # source.sequence's second element: the event's LSN
 _FILE_SEQ = re.compile(r"(\d+)\s*$")
 
 
@@ -125,10 +126,10 @@ class Ordering:
         """The source position of one event (without the epoch); ``OrderingError`` when a position is missing or
         not an integer."""
         if self.kind == "postgresql":
-            lsn = _int(source.get("lsn"), "source.lsn")
+            lsn = _int(event_lsn(source, op), "source.lsn")
             return (last_commit_lsn(source.get("sequence"), lsn, op), lsn)
         if self.kind == "postgresql_lsn":
-            return (_int(source.get("lsn"), "source.lsn"),)
+            return (_int(event_lsn(source, op), "source.lsn"),)
         if self.kind == "mysql":
             return (binlog_file_seq(source.get("file")), _int(source.get("pos"), "source.pos"),
                     _int(source.get("row", 0) or 0, "source.row"))
@@ -210,6 +211,17 @@ def _base_from_columns(names: set[str]) -> Ordering | None:
     if set(POSTGRES) <= names:
         return Ordering("postgresql_lsn")
     return None
+
+
+def event_lsn(source: dict[str, Any], op: str | None) -> Any:
+    """``source.lsn``; for a read without one (an incremental snapshot's chunk: ``lsn`` null, ``sequence`` =
+    ``["X","X"]`` with X the stream position the chunk was emitted at) the LSN ``sequence`` gives. The chunk's rows are
+    as of that window: changes streamed before it are older, after it newer, and a key changed inside it gets no
+    read (Debezium drops it from the chunk)."""
+    lsn = source.get("lsn")
+    if lsn is None and op == "r" and isinstance(seq := source.get("sequence"), str) and (m := _SEQUENCE_LSN.search(seq)):
+        return int(m.group(1))
+    return lsn
 
 
 def last_commit_lsn(sequence: Any, lsn: int, op: str | None) -> int:

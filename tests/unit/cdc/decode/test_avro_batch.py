@@ -137,3 +137,21 @@ def test_records_without_their_connector_position_are_handed_to_the_per_record_p
             assert sum(b.num_rows for b in batches) > 0
         else:
             assert batches == [] and len(left) == len([m for m in msgs if m[3] is not None])
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "postgresql_lsn"])
+def test_the_vectorised_positions_of_incremental_snapshot_reads_are_the_per_record_ones(kind):
+    """An incremental snapshot's reads have no ``source.lsn`` (``cdc.positions.ordering.event_lsn``): the fast path
+    gives them the position the per-record path gives, not NULL (which would make them dead letters)."""
+    import pyarrow as pa
+
+    from cdc.decode.avro_batch import _source_ordering
+    from cdc.positions.ordering import Ordering
+
+    rows = [{"lsn": 100, "sequence": '[null,"100"]'}, {"lsn": None, "sequence": '["250","250"]'},
+            {"lsn": 300, "sequence": '["290","300"]'}]
+    ops = ["r", "r", "u"]
+    source = pa.array(rows, pa.struct([("lsn", pa.int64()), ("sequence", pa.string())]))
+    ordering = Ordering(kind)
+    got = [c.to_pylist() for c in _source_ordering(ordering, source, pa.table({}), pa.array(ops))]
+    assert list(zip(*got)) == [ordering.values(r, op=o) for r, o in zip(rows, ops)]

@@ -372,3 +372,20 @@ def test_a_batch_s_ordering_is_the_setting_else_the_table_s_else_the_newest_samp
     assert sampled_ordering("auto", "db.t", decoder, [change], list(held.columns)) == held  # the table's wins
     with pytest.raises(OrderingError, match="db.t"):  # no change event sampled: no connector to order by
         sampled_ordering("auto", "db.t", decoder, [(None, b"not json")], [])
+
+
+def test_an_incremental_snapshot_read_is_ordered_where_its_chunk_was_emitted():
+    """Debezium 3.6's incremental snapshot reads (signal ``execute-snapshot``) carry ``source.lsn = null`` and
+    ``sequence = ["X","X"]``, X the stream position at which the chunk was emitted (recorded from a real connector:
+    tests/scenarios/test_debezium_postgres.py). Changes streamed before the window are older, changes after it
+    newer; a key changed inside the window gets no read at all (Debezium drops it from the chunk)."""
+    o = Ordering("postgresql")
+    read = o.values({"lsn": None, "sequence": '["22134912","22134912"]', "snapshot": "incremental"}, op="r")
+    assert read == (22134912, 22134912)
+    before = o.values({"lsn": 22133712, "sequence": '["22133712","22133712"]'}, op="u")
+    after = o.values({"lsn": 22136800, "sequence": '["22136744","22136800"]'}, op="u")
+    assert before < read < after
+    assert Ordering("postgresql_lsn").values({"lsn": None, "sequence": '["22134912","22134912"]'}, op="r") == \
+        (22134912,)
+    with pytest.raises(OrderingError, match="source.lsn"):  # a change without any position stays an error
+        o.values({"lsn": None, "sequence": None}, op="u")
