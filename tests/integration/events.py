@@ -38,6 +38,11 @@ KEY_SCHEMA = {"type": "struct", "name": "dbserver1.public.customers.Key", "optio
               "fields": [{"type": "int32", "optional": False, "field": "id"}]}
 
 
+def row(i: int, name: str, bio: str | None = None) -> dict[str, Any]:
+    """A row of the test table (``COLUMNS``)."""
+    return {"id": i, "name": name, "bio": bio}
+
+
 def pg(op: str, key: int | None, row: dict[str, Any] | None, lsn: int, cols=COLUMNS) -> tuple[bytes | None, bytes]:
     """A Postgres change event (``row`` is ``after`` for c/u/r, ``before`` for d)."""
     return _event(op, key, row, {"connector": "postgresql", "lsn": lsn, "ts_ms": 1700000000000 + lsn}, cols)

@@ -86,8 +86,13 @@ def plan_incremental(kafka_conf: Mapping[str, Any], table: str, topic: str, comm
         if start < low:
             raise TerminalError(
                 f"table {table}: topic {topic} partition {p}: offsets {start}..{low - 1} were deleted by retention "
-                "before they were ingested, so changes are missing. Re-snapshot the source table (Debezium "
-                "incremental snapshot) and run a backfill from the low watermark")
+                "before they were ingested, so changes are missing and the table cannot equal the source by reading "
+                "on. Ways back: re-snapshot the source table (a Debezium incremental snapshot: the `execute-snapshot` "
+                "signal; its reads arrive after the low watermark), or reload it with `python jobs/bootstrap.py "
+                f"--config <pipeline.yaml> --table {table} --replace` (a table with a bootstrap section); then accept "
+                f"the gap explicitly with `python jobs/ingest.py --config <pipeline.yaml> --table {table} "
+                "--reset-cursor` (incremental reads restart at the low watermark). Retention shorter than the "
+                "schedule loses changes: raise the topic's retention.ms")
         starts[p] = start
     return cap_ranges(topic, starts, {p: hi for p, (_, hi) in wm.items()}, max_records)
 

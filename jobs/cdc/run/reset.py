@@ -1,10 +1,11 @@
 """``--reset-cursor``: move a table's incremental cursor when the topic's offsets no longer match the ledger.
 
-Used after a topic was re-created, the cluster moved, or an unclean leader election truncated a partition: the
-planner then refuses to read (the cursor is beyond the partition's high watermark, or the partition is gone) with a
-terminal error pointing here. The reset writes committed ``reset`` rows to the ledger (``cdc.ledger.model``): each
-partition whose cursor is beyond its high watermark restarts at its low watermark (or at ``--start-offsets``), and
-the cursor of a partition that no longer exists is forgotten. Nothing is read or merged; the next incremental run
+Used after a topic was re-created, the cluster moved, an unclean leader election truncated a partition, or retention
+deleted records before they were read: the planner then refuses to read (the cursor is beyond the partition's high
+watermark or below its low watermark, or the partition is gone) with a terminal error pointing here. The reset writes
+committed ``reset`` rows to the ledger (``cdc.ledger.model``): each partition whose cursor is beyond its high
+watermark, or below its low watermark (the retention gap is accepted: re-snapshot the table to fill it), restarts at
+its low watermark (or at ``--start-offsets``), and the cursor of a partition that no longer exists is forgotten. Nothing is read or merged; the next incremental run
 reads from the new cursor, and changes it replays that are not newer than the table are ignored as usual.
 """
 
@@ -25,7 +26,7 @@ def cursor_moves(committed: Mapping[int, int], wm: Mapping[int, tuple[int, int]]
         old = committed.get(p)
         if p in explicit:
             new = explicit[p]
-        elif old is not None and old > high:
+        elif old is not None and (old > high or old < low):  # re-created / truncated, or deleted by retention
             new = low
         else:
             continue

@@ -21,9 +21,10 @@ def test_a_forgotten_partition_has_no_cursor():
     assert "max_by(end_offset, batch_id)" in cursor_sql("l", "p", "a.b", "t")
 
 
-def test_reset_moves_only_partitions_beyond_their_end_or_gone_or_explicit():
+def test_reset_moves_only_partitions_beyond_their_end_or_below_their_start_or_gone_or_explicit():
     wm = {0: (0, 5), 1: (3, 40)}
     assert cursor_moves({0: 50, 1: 20, 2: 9}, wm, {}) == {0: (50, 0), 2: (9, FORGOTTEN)}
+    assert cursor_moves({0: 2, 1: 1}, wm, {}) == {1: (1, 3)}  # offsets 1..2 deleted by retention: the gap accepted
     assert cursor_moves({0: 5, 1: 20}, wm, {1: 10}) == {1: (20, 10)}
     assert cursor_moves({0: 5, 1: 20}, wm, {}) == {}
 
