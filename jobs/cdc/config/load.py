@@ -192,7 +192,7 @@ class _Parser:
         self.unknown(b, {"max_records_per_partition", "chunk_size", "read_timeout_seconds", "claim_timeout_minutes",
                          "table_concurrency", "driver_read_max_records", "key_filter_max_changes",
                          "key_filter_min_target_rows", "bloom_filter_min_target_rows", "one_task_max_target_rows",
-                         "row_deltas"}, "batch.")
+                         "row_deltas", "consumer_group_offsets"}, "batch.")
         d = BatchConfig()
         return BatchConfig(
             max_records_per_partition=self.number(b.get("max_records_per_partition", d.max_records_per_partition),
@@ -216,6 +216,8 @@ class _Parser:
             one_task_max_target_rows=self.number(b.get("one_task_max_target_rows", d.one_task_max_target_rows),
                                                  "batch.one_task_max_target_rows", int, 0),
             row_deltas=self.flag(b.get("row_deltas", d.row_deltas), "batch.row_deltas"),
+            consumer_group_offsets=self.flag(b.get("consumer_group_offsets", d.consumer_group_offsets),
+                                             "batch.consumer_group_offsets"),
         )
 
     def table(self, t: dict[str, Any], i: int) -> TableConfig:

@@ -132,6 +132,9 @@ class BatchConfig:
     # A batch the driver read writes its changes to the target and its tombstones through Iceberg's API, one row
     # delta each, instead of MERGE statements (cdc.merge.target_write, cdc.merge.tombstone_write); false = MERGE statements.
     row_deltas: bool = True
+    # After each committed batch, its end offsets are committed to the consumer group cdc-iceberg.<pipeline> too, so
+    # Kafka's lag tools see the pipeline (cdc.kafka.offsets.commit_group); the ledger stays the truth. false = never.
+    consumer_group_offsets: bool = True
 
 
 @dataclass(frozen=True)

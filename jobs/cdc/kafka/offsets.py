@@ -1,11 +1,14 @@
 """Partition metadata and watermarks, with plain confluent-kafka (no Spark): used by the planner and by Airflow.
 
-Why not just ``Consumer.get_watermark_offsets(cached=False)``? It sends ListOffsets(latest). Real Kafka answers it
-correctly, but some Kafka-protocol brokers (e.g. the embedded test broker) answer with the base offset of the last
-record batch + 1 when that batch holds several records. The high watermark in a *fetch* response is right everywhere,
-so we probe: seek to the ListOffsets answer and fetch until end-of-partition; the EOF event carries the true end. On
-real Kafka the seek lands exactly at the end and the probe costs one empty fetch. With ``isolation.level`` =
-read_committed (librdkafka's default) the end is the last stable offset, so open transactions are never read.
+The high watermark a batch plans to is the end a consumer reading with the job's isolation level reaches: after
+ListOffsets, a fetch from there to end-of-partition confirms it (its EOF event carries the end). With
+``isolation.level`` = read_committed (librdkafka's default) that end is the last stable offset, so records of an open
+transaction (Kafka Connect's exactly-once source tasks write in transactions) are never planned, and the probe
+costs one empty fetch per partition.
+
+After each committed batch the ledger's offsets can also be committed to a consumer group named after the pipeline
+(``commit_group``, ``batch.consumer_group_offsets``), so that Kafka's own lag tools (``kafka-consumer-groups.sh``,
+Burrow, kafka-exporter) see how far the pipeline is. The ledger stays the only truth: nothing reads them back.
 """
 
 from __future__ import annotations
@@ -116,6 +119,25 @@ def offsets_for_time(consumer: Any, topic: str, parts: list[int], ts_ms: int,
     except Exception as exc:
         raise KafkaUnavailable(f"topic {topic}: offsets_for_times failed ({exc})") from None
     return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in found}
+
+
+def group_id(pipeline: str) -> str:
+    """The consumer group the pipeline's offsets are committed to (``commit_group``)."""
+    return f"cdc-iceberg.{pipeline}"
+
+
+def commit_group(kafka_conf: Mapping[str, Any], group: str, topic: str, ends: Mapping[int, int],
+                 timeout: float = 10.0) -> None:
+    """Commit ``ends`` (partition → next offset to read) of ``topic`` for consumer group ``group``, without joining
+    it (a standalone consumer's commit: no rebalance, no partitions taken from anybody). Raises on failure; the
+    caller treats that as a warning."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({**consumer_conf(kafka_conf, group), "socket.timeout.ms": int(timeout * 1000)})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in sorted(ends.items())], asynchronous=False)
+    finally:
+        consumer.close()
 
 
 def is_compacted(kafka_conf: Mapping[str, Any], topic: str, timeout: float = 10.0) -> bool | None:

@@ -20,7 +20,7 @@ from cdc.config.table_layout import check_columns
 from cdc.decode.factory import make_decoder
 from cdc.iceberg.snapshot_summary import batch_summary, commit_properties
 from cdc.iceberg.tables import TargetState, existing_columns, target_state
-from cdc.kafka.offsets import is_compacted
+from cdc.kafka.offsets import commit_group, group_id, is_compacted
 from cdc.kafka.plan import (
     OffsetRange,
     cap_ranges,
@@ -237,6 +237,8 @@ class TableRun:
         try:
             with self.lease(batch_id):
                 self.stage_and_merge(result, batch_id, ranges, mode, schema)
+            if mode == "incremental":
+                self.publish_offsets(result.warnings, ranges)
         except CdcError:
             with contextlib.suppress(Exception):  # best effort: a later run takes a leftover claim over anyway
                 self.ledger.release(self.t.target, batch_id, self.run_id)  # only if still 'claimed'
@@ -338,6 +340,19 @@ class TableRun:
         result.snapshot_id = applied.snapshot_id
         result.status = "committed"
         progress.batch_committed(result)
+
+    def publish_offsets(self, warnings: list[str], ranges: list[OffsetRange]) -> None:
+        """A committed incremental batch's end offsets to the pipeline's consumer group
+        (``batch.consumer_group_offsets``), for Kafka's lag tools (a backfill's are not the cursor: not published); a
+        failure is a warning, never the batch's."""
+        if not self.cfg.batch.consumer_group_offsets:
+            return
+        try:
+            commit_group(self.cfg.kafka, group_id(self.cfg.pipeline), self.t.topic,
+                         {r.partition: r.end for r in ranges}, self.cfg.batch.read_timeout_seconds)
+        except Exception as exc:  # noqa: BLE001 - observability: the ledger holds the truth
+            warnings.append(f"topic {self.t.topic}: offsets not committed to consumer group "
+                                   f"{group_id(self.cfg.pipeline)} ({exc})")
 
     def write_mode(self, result: TableResult, key: tuple[str, ...]) -> dict[str, Any]:
         """``write_mode`` / ``track_columns`` for ``apply_batch``; a keyless table is append, with a warning."""

@@ -91,3 +91,33 @@ def test_a_timestamp_backfill_ending_in_the_future_reads_to_the_end_of_the_log(m
     s = p.run(mode="backfill", bounds=BackfillBounds(default=Bounds(start_ts_ms=0, end_ts_ms=future)))
     assert (s["status"], s["events_read"]) == ("committed", 5)
     assert s["ranges"] == [{"partition": 0, "start": 0, "end": 5}]
+
+
+def test_committed_batches_show_in_kafkas_consumer_group_lag(make_pipe):
+    """After each committed incremental batch its end offsets are the consumer group cdc-iceberg.<pipeline>'s, as
+    Kafka's lag tools read them; a backfill does not move them; ``batch.consumer_group_offsets: false`` commits none."""
+    from cdc.common.cli_contract import BackfillBounds, Bounds
+    from cdc.kafka.offsets import group_id
+
+    def committed(p) -> list[int]:
+        c = Consumer({"bootstrap.servers": p.broker.bootstrap, "group.id": group_id(p.cfg.pipeline)})
+        try:
+            return [tp.offset for tp in c.committed([TopicPartition(p.topic, i) for i in range(2)], timeout=10)]
+        finally:
+            c.close()
+
+    p = make_pipe(partitions=2, batch={"consumer_group_offsets": True})
+    p.send(*[pg("c", i, row(i, f"n{i}"), 10 + i) for i in range(3)], partition=0)
+    p.send(pg("c", 9, row(9, "x"), 20), partition=1)
+    assert p.run()["status"] == "committed"
+    assert committed(p) == [3, 1]
+    p.run(mode="backfill", bounds=BackfillBounds(default=Bounds(), topics={p.topic: Bounds({0: 0}, {0: 1})}))
+    assert committed(p) == [3, 1]  # a replay of old offsets is not the cursor
+    off = make_pipe(batch={"consumer_group_offsets": False})
+    off.send(pg("c", 1, row(1, "a"), 10))
+    assert off.run()["status"] == "committed"
+    c = Consumer({"bootstrap.servers": off.broker.bootstrap, "group.id": group_id(off.cfg.pipeline)})
+    try:
+        assert c.committed([TopicPartition(off.topic, 0)], timeout=10)[0].offset < 0  # nothing committed
+    finally:
+        c.close()
