@@ -78,6 +78,20 @@ def free_ports(count: int, besides: tuple[int, ...] = ()) -> list[int]:
             sock.close()
 
 
+def end_process(proc: subprocess.Popen[bytes] | None, log: IO[bytes] | None, sig: int = signal.SIGTERM,
+                grace: float = 30.0) -> None:
+    """Send ``sig`` to a child JVM (SIGKILL after ``grace`` seconds) and close its log."""
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(grace)
+    if log is not None:
+        log.close()
+
+
 def port_in_use(port: int) -> bool:
     """True if something already listens on the loopback port (a broker started there would not be ours)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -306,17 +320,8 @@ class LocalBroker:
         self.start(timeout)
 
     def _kill(self, grace: float = 30.0) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(grace)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        end_process(self._proc, self._log, grace=grace)
+        self._proc = self._log = None
 
     def stop(self, grace: float = 30.0) -> None:
         """Stop the JVM by PID (SIGTERM, then SIGKILL after ``grace`` seconds); a temporary log is removed."""

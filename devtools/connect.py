@@ -31,7 +31,7 @@ from types import TracebackType
 from typing import IO, Any, Mapping, Sequence
 
 from devtools import maven
-from devtools.broker import HOST, free_ports
+from devtools.broker import HOST, end_process, free_ports
 
 WORKER_JARS = "kafka-connect"
 PLUGINS = ("debezium-postgres",)
@@ -137,17 +137,8 @@ class ConnectWorker:
         self._end(signal.SIGKILL, 30.0)
 
     def _end(self, sig: int, grace: float) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(sig)
-            try:
-                proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(grace)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        end_process(self._proc, self._log, sig, grace)
+        self._proc = self._log = None
 
     def __enter__(self) -> ConnectWorker:
         return self.start()

@@ -25,9 +25,8 @@ from confluent_kafka.admin import NewTopic
 
 from tests.conftest import unique
 from tests.integration.cli import REPO, finish, run_cli, start_job, summary_of
-from tests.integration.events import PLACEHOLDER, mysql, pg, produce, tombstone
+from tests.integration.events import PLACEHOLDER, mysql, pg, produce, row, tombstone
 from tests.scenarios.reliability import pipeline, write
-from tests.scenarios.test_correctness_scenarios import row
 from tests.scenarios.test_json_scenarios import WITH_LEGACY, WITHOUT_LEGACY
 
 pytestmark = pytest.mark.integration

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.events import mysql, pg, tombstone
-from tests.scenarios.test_correctness_scenarios import _bounds, gc_tombstones, row
+from tests.integration.events import mysql, pg, row, tombstone
+from tests.scenarios.test_correctness_scenarios import _bounds, gc_tombstones
 
 pytestmark = pytest.mark.integration
 

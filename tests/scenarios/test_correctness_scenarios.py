@@ -16,13 +16,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tests.conftest import REPO
-from tests.integration.events import PLACEHOLDER, pg, tombstone, with_header
+from tests.integration.events import PLACEHOLDER, pg, row, tombstone, with_header
 
 pytestmark = pytest.mark.integration
 
-
-def row(i, name, bio=None):
-    return {"id": i, "name": name, "bio": bio}
 
 
 # ---- scenario 1: tombstone GC vs late / replayed events -------------------------------------------------------------

@@ -8,7 +8,7 @@ from datetime import timezone
 
 import pytest
 
-from tests.integration.events import COLUMNS, PLACEHOLDER, pg, tombstone, with_header
+from tests.integration.events import COLUMNS, PLACEHOLDER, pg, row, tombstone, with_header
 
 pytestmark = pytest.mark.integration
 T0 = 1700000000000  # events.pg: source.ts_ms = T0 + lsn
@@ -38,9 +38,6 @@ def history(p) -> list[tuple]:
         out.append((r["id"], r["name"], r["bio"], start, end, r["__is_current"], r["__op"]))
     return out
 
-
-def row(i: int, name: str, bio: str | None = None) -> dict:
-    return {"id": i, "name": name, "bio": bio}
 
 
 # ---------------------------------------------------------------------------------------------------- append

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.events import PLACEHOLDER, pg
+from tests.integration.events import PLACEHOLDER, pg, row
 
 pytestmark = pytest.mark.integration
 
 ROW = ("name", "bio", "__lsn", "__op", "__kafka_partition", "__kafka_offset", "__batch_id", "__source_ts_ms")
 
-
-def row(i: int, name: str, bio: str | None = None) -> dict:
-    return {"id": i, "name": name, "bio": bio}
 
 
 def summaries(p) -> list[dict]:

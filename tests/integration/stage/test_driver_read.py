@@ -13,13 +13,10 @@ import pytest
 
 from tests.conftest import unique
 from tests.integration.conftest import Pipe
-from tests.integration.events import PLACEHOLDER, pg, tombstone, with_header
+from tests.integration.events import PLACEHOLDER, pg, row, tombstone, with_header
 
 pytestmark = pytest.mark.integration
 
-
-def row(i, name, bio=None):
-    return {"id": i, "name": name, "bio": bio}
 
 
 def twins(make_pipe, **table):
