@@ -110,15 +110,23 @@ class ConnectWorker:
         self._log = open(self._log_path, "ab") if self._log_path else None  # noqa: SIM115
         sink: IO[bytes] | int = self._log if self._log is not None else subprocess.DEVNULL
         self._proc = subprocess.Popen(argv, stdout=sink, stderr=sink, stdin=subprocess.DEVNULL)
+        try:
+            self._wait_ready(timeout)
+        except BaseException:
+            self.stop()  # never leave a half-started worker behind
+            raise
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while True:
-            if self._proc.poll() is not None:
-                raise ConnectError(f"the Connect worker exited ({self._proc.returncode}); see {self._log_path}")
+            if self._proc is None or self._proc.poll() is not None:
+                raise ConnectError(f"the Connect worker exited; see {self._log_path}")
             try:
-                if "version" in self._get("/"):
-                    # the plugins are scanned before the REST API answers; the herder joins its group after
-                    if any(p["class"].startswith("io.debezium") for p in self._get("/connector-plugins")):
-                        return self
+                # the plugins are scanned before the REST API answers; the herder joins its group after
+                if "version" in self._get("/") and any(
+                        p["class"].startswith("io.debezium") for p in self._get("/connector-plugins")):
+                    return
             except (OSError, ConnectError):
                 pass
             if time.monotonic() > deadline:
