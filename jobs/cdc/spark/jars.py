@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import urllib.error
 import urllib.request
@@ -190,11 +191,11 @@ def preflight(conf: Mapping[str, str], timeout: float = 10.0, probe: Any = None)
             try:
                 status = probe(url, timeout)
             except OSError as exc:  # DNS, refused, timeout, TLS: the repository is not reachable from here
-                failures.append(f"{repo} ({getattr(exc, 'reason', exc)})")
+                failures.append(f"{_shown(repo)} ({getattr(exc, 'reason', exc)})")
                 continue
             if 200 <= status < 400:
                 break
-            missing.append(f"{url} (HTTP {status})")
+            missing.append(f"{_shown(url)} (HTTP {status})")
         else:
             if missing and not failures:
                 raise ConfigError(f"jar {coordinate} (spark.jars.packages) is in no repository: {'; '.join(missing)}."
@@ -202,6 +203,11 @@ def preflight(conf: Mapping[str, str], timeout: float = 10.0, probe: Any = None)
             raise JarsUnavailable(f"jar {coordinate} is not in the local caches ({ivy / 'jars'}, {m2}) and "
                                   f"{'; '.join(failures + missing)} could not serve it: check the network or proxy, "
                                   "set spark.jars.repositories to a mirror you reach, or give the file in spark.jars")
+
+
+def _shown(url: str) -> str:
+    """A repository URL as messages show it: credentials in it (``https://user:secret@host/…``) masked."""
+    return re.sub(r"//[^/@]+@", "//***@", url)
 
 
 def _head(url: str, timeout: float) -> int:

@@ -57,3 +57,13 @@ def test_a_closed_repository_port_is_retryable_naming_the_repository() -> None:
     with pytest.raises(jars.JarsUnavailable, match=rf"{repo} \("):
         jars.preflight({"spark.jars.packages": "org.example:x:1", "spark.jars.repositories": repo},
                        probe=lambda url, t: jars._head(url, t) if url.startswith(repo) else 404)
+
+
+def test_credentials_in_a_repository_url_are_never_shown() -> None:
+    def down(url, timeout):
+        raise OSError("timed out")
+
+    with pytest.raises(jars.JarsUnavailable) as e:
+        jars.preflight({"spark.jars.packages": "org.example:x:1",
+                        "spark.jars.repositories": "https://deploy:s3cret@repo.example.com/maven"}, probe=down)
+    assert "s3cret" not in str(e.value) and "https://***@repo.example.com/maven" in str(e.value)
