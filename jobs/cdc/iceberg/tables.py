@@ -100,8 +100,10 @@ def exists(spark: Any, name: str) -> bool:
 
 def existing_columns(spark: Any, name: str) -> list[Column]:
     """Columns of an existing table as Arrow-typed ``Column``s (empty when the table does not exist)."""
-    if not exists(spark, name):
-        return []
+    return _columns(spark, name) if exists(spark, name) else []
+
+
+def _columns(spark: Any, name: str) -> list[Column]:
     from pyspark.sql.pandas.types import to_arrow_type
 
     return [Column(f.name, to_arrow_type(f.dataType), f.nullable) for f in spark.table(name).schema.fields]
@@ -134,7 +136,7 @@ def target_state(spark: Any, name: str) -> TargetState:
         return TargetState(name, False)
     table = iceberg_table(spark, name)
     props = table.properties()  # looked up, not iterated (see cdc.ledger.tables.meta_tables_current)
-    return TargetState(name, True, tuple(existing_columns(spark, name)), snapshot_of(table),
+    return TargetState(name, True, tuple(_columns(spark, name)), snapshot_of(table),
                        props.get(WRITE_MODE_PROPERTY), epochs_of(json.loads(props.get(EPOCHS_PROPERTY) or "[]")) or ())
 
 

@@ -181,9 +181,7 @@ def preflight(conf: Mapping[str, str], timeout: float = 10.0, probe: Any = None)
         parts = coordinate.split(":")
         if len(parts) != 3 or not all(parts):
             raise ConfigError(f"spark.jars.packages: {coordinate!r} is not group:artifact:version")
-        group, artifact, version = parts
-        if cached_jar(coordinate, ivy) or (m2 / group.replace(".", "/") / artifact / version /
-                                           f"{artifact}-{version}.jar").is_file():
+        if cached_jar(coordinate, ivy) or Path(maven_url(coordinate, str(m2))).is_file():  # ~/.m2: the same layout
             continue
         failures, missing = [], []
         for repo in repositories(conf):

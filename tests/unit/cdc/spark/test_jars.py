@@ -47,6 +47,10 @@ def test_a_repository_out_of_reach_is_retryable_and_a_cached_jar_needs_none(tmp_
     (ivy / "jars" / "org.apache.iceberg_iceberg-spark-runtime-3.5_2.12-1.10.2.jar").write_bytes(b"PK")
     jars.preflight({"spark.jars.packages": jars.ICEBERG_SPARK_RUNTIME, "spark.jars.ivy": str(ivy)}, probe=down)
     jars.preflight({"spark.jars.packages": "a:b:1", "spark.jars.ivySettings": "/etc/ivy.xml"}, probe=down)  # theirs
+    m2 = tmp_path / ".m2" / "repository" / "org" / "example" / "x" / "1"  # Maven's local repository (HOME=tmp_path)
+    m2.mkdir(parents=True)
+    (m2 / "x-1.jar").write_bytes(b"PK")
+    jars.preflight({"spark.jars.packages": "org.example:x:1"}, probe=down)
 
 
 def test_a_closed_repository_port_is_retryable_naming_the_repository() -> None:
