@@ -93,14 +93,17 @@ def staged_key_and_ordering(spark: Any, staging: str) -> tuple[tuple[str, ...], 
 
 
 def record_dead_letters(spark: Any, names: TableNames, pipeline: str, table: str, batch_id: int) -> None:
-    """Copy the batch's bad records to the dead-letter table (idempotent on topic/partition/offset)."""
+    """Copy the batch's bad records to the dead-letter table, one row per batch and record: a rerun of the batch
+    adds nothing, while a record at an offset an earlier batch's dead letter holds (a re-created topic after
+    ``--reset-cursor``, or a backfill's replay) gets a row of its own."""
     src = (f"SELECT {lit(pipeline)} AS pipeline, {lit(table)} AS table_name, batch_id, {q(TOPIC)} AS topic, "
            f"{q(PARTITION)} AS `partition`, {q(OFFSET)} AS `offset`, {q(RAW_KEY)} AS key, {q(RAW_VALUE)} AS value, "
            f"{q(ERROR_CLASS)} AS error_class, {q(ERROR)} AS error_message, current_timestamp() AS created_at "
            f"FROM {names.staging} WHERE batch_id = {int(batch_id)} AND {q(KIND)} = 'error'")
     spark.sql(
-        f"MERGE INTO {names.dead_letters} d USING ({src}) s ON d.table_name = s.table_name AND d.topic = s.topic "
-        "AND d.`partition` = s.`partition` AND d.`offset` = s.`offset` WHEN NOT MATCHED THEN INSERT *")
+        f"MERGE INTO {names.dead_letters} d USING ({src}) s ON d.pipeline = s.pipeline AND d.table_name = s.table_name "
+        "AND d.batch_id = s.batch_id AND d.topic = s.topic AND d.`partition` = s.`partition` AND d.`offset` = s.`offset` "
+        "WHEN NOT MATCHED THEN INSERT *")
 
 
 def check_dead_letter_ratio(table: str, counts: dict[int, PartitionCounts], max_ratio: float,
