@@ -122,6 +122,7 @@ class TargetState:
     snapshot: Snapshot | None = None
     write_mode: str | None = None  # WRITE_MODE_PROPERTY; None: upsert, or no table
     epochs: Epochs = ()
+    key: tuple[str, ...] = ()  # its identifier fields: an upsert target's primary key (``ensure_target``)
 
     @property
     def total_records(self) -> int:
@@ -137,7 +138,15 @@ def target_state(spark: Any, name: str) -> TargetState:
     table = iceberg_table(spark, name)
     props = table.properties()  # looked up, not iterated (see cdc.ledger.tables.meta_tables_current)
     return TargetState(name, True, tuple(_columns(spark, name)), snapshot_of(table),
-                       props.get(WRITE_MODE_PROPERTY), epochs_of(json.loads(props.get(EPOCHS_PROPERTY) or "[]")) or ())
+                       props.get(WRITE_MODE_PROPERTY), epochs_of(json.loads(props.get(EPOCHS_PROPERTY) or "[]")) or (),
+                       identifier_fields(table))
+
+
+def identifier_fields(table: Any) -> tuple[str, ...]:
+    """The identifier fields of an Iceberg ``Table`` (Java, through Py4J), in schema order."""
+    schema = table.schema()
+    ids = {int(i) for i in schema.identifierFieldIds()}
+    return tuple(f.name() for f in schema.columns() if int(f.fieldId()) in ids)
 
 
 def record_epochs(spark: Any, state: TargetState, epochs: Epochs | None) -> None:

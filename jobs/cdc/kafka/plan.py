@@ -159,6 +159,34 @@ def read_samples(kafka_conf: Mapping[str, Any], ranges: Sequence[OffsetRange],
     return samples
 
 
+@dataclass(frozen=True)
+class ValueScan:
+    """What ``first_value`` found: the first record with a value (None: the ranges hold only null values, i.e. Kafka
+    tombstones) and, when there is none, the records read per partition."""
+
+    sample: tuple[bytes | None, bytes | None] | None
+    records: dict[int, int]
+
+
+def first_value(kafka_conf: Mapping[str, Any], ranges: Sequence[OffsetRange], timeout: float = 10.0) -> ValueScan:
+    """Read the ranges (partitions in order) up to the first record with a value. For a batch whose samples
+    (``read_samples``: its newest and oldest records) show only tombstones; a partition that stalls for ``timeout``
+    seconds raises ``KafkaUnavailable`` (the answer must be whole)."""
+    consumer = new_consumer(kafka_conf, **{"auto.offset.reset": "earliest"})
+    records: dict[int, int] = {}
+    try:
+        for r in sorted(ranges, key=lambda r: r.partition):
+            where = f"topic {r.topic} partition {r.partition}: looking for a record with a value"
+            for msgs in consume_range(consumer, r.topic, r.partition, r.start, r.end, timeout, where, batch=1000):
+                for msg in msgs:
+                    if msg.value() is not None:
+                        return ValueScan((msg.key(), msg.value()), {})
+                records[r.partition] = records.get(r.partition, 0) + len(msgs)
+    finally:
+        consumer.close()
+    return ValueScan(None, records)
+
+
 SCAN_LIMIT = 200_000  # records per batch the driver may read to locate a schema change (error path only)
 
 

@@ -65,6 +65,22 @@ _LEDGER_LOCKS: dict[str, threading.RLock] = {}
 _LEDGER_LOCKS_GUARD = threading.Lock()
 
 
+def range_sets(ranges: Sequence[LedgerRange]) -> list[str]:
+    """The ``SET`` items of an UPDATE of a batch's rows that write each partition's counts (``LedgerRange``); pure."""
+
+    def per_partition(field: str) -> str:
+        cases = " ".join(f"WHEN {int(r.partition)} THEN {int(getattr(r, field))}" for r in ranges)
+        return f"{field} = CASE `partition` {cases} ELSE 0 END"
+
+    def per_partition_json(field: str) -> str:
+        cases = [f"WHEN {int(r.partition)} THEN {lit(json.dumps(list(getattr(r, field))))}" for r in ranges
+                 if getattr(r, field) is not None]
+        return f"{field} = " + (f"CASE `partition` {' '.join(cases)} ELSE NULL END" if cases else "NULL")
+
+    return [per_partition("events_read"), per_partition("events_skipped"), per_partition("dead_letters"),
+            per_partition_json("max_position"), per_partition_json("server_ids")]
+
+
 def ledger_lock(ledger: str) -> threading.RLock:
     """One write at a time to a ledger table from this process, whichever table's row it writes.
 
@@ -322,30 +338,25 @@ class Ledger:
             if written:
                 return None if since is None else replace(now, since=since)
 
-        def per_partition(field: str) -> str:
-            cases = " ".join(f"WHEN {int(r.partition)} THEN {int(getattr(r, field))}" for r in ranges)
-            return f"{field} = CASE `partition` {cases} ELSE 0 END"
-
-        def per_partition_json(field: str) -> str:
-            cases = [f"WHEN {int(r.partition)} THEN {lit(json.dumps(list(getattr(r, field))))}" for r in ranges
-                     if getattr(r, field) is not None]
-            return f"{field} = " + (f"CASE `partition` {' '.join(cases)} ELSE NULL END" if cases else "NULL")
-
-        sets = ["status = 'staged'", per_partition("events_read"), per_partition("events_skipped"),
-                per_partition("dead_letters"),
+        sets = ["status = 'staged'", *range_sets(ranges),
                 f"truncate_barrier = {lit(json.dumps(list(barrier))) if barrier else 'NULL'}",
-                per_partition_json("max_position"), per_partition_json("server_ids"),
                 "staged_at = current_timestamp()"]
         self._write("update", table, f"UPDATE {self.name} SET {', '.join(sets)} WHERE {self._where(table)} "
                                      f"AND batch_id = {int(batch_id)} AND run_id = {lit(run_id)}")
         return None
 
     def mark_committed(self, table: str, batch_id: int, run_id: str, counts: dict[str, int], snapshot_id: int | None,
-                       phase_seconds: dict[str, float], held: "Held | None" = None) -> None:
-        """Record the commit; ``held``: what the staged mark wrote (``mark_staged``), rewritten whole with it."""
+                       phase_seconds: dict[str, float], held: "Held | None" = None,
+                       ranges: Sequence[LedgerRange] | None = None) -> None:
+        """Record the commit; ``held``: what the staged mark wrote (``mark_staged``), rewritten whole with it.
+        ``ranges``: the counts of a batch committed without being staged (nothing in it to apply), written with the
+        commit in one write (so no batch is ever left ``staged`` without staged rows); ``held`` is then the claim."""
         from cdc.iceberg.row_commit import now_us
 
         sets = commit_values(counts, snapshot_id, phase_seconds, now_us())
+        if ranges is not None and held is not None:
+            held = replace(held, ranges=tuple(ranges), staged_at_us=now_us())
+        counted = [*range_sets(ranges), "staged_at = current_timestamp()"] if ranges is not None else []
         owner_checked = False  # a rewrite that conflicted has just asked
         if held is not None:
             written, _, owner_checked = self._rewrite(table, run_id, held, sets)
@@ -354,7 +365,7 @@ class Ledger:
         if not owner_checked:
             self.still_owner(table, batch_id, run_id)
         self._write("commit", table, f"UPDATE {self.name} SET "
-                                     f"{', '.join(f'{k} = {sql_value(k, v)}' for k, v in sets.items())} "
+                                     f"{', '.join([*(f'{k} = {sql_value(k, v)}' for k, v in sets.items()), *counted])} "
                                      f"WHERE {self._where(table)} AND batch_id = {int(batch_id)} "
                                      f"AND run_id = {lit(run_id)}")
 

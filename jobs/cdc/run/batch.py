@@ -25,6 +25,7 @@ from cdc.kafka.plan import (
     OffsetRange,
     cap_ranges,
     find_first,
+    first_value,
     plan_backfill,
     plan_incremental,
     read_samples,
@@ -68,12 +69,14 @@ from cdc.stage.stats import BatchStats, PartitionCounts, batch_stats
 @dataclass(frozen=True)
 class BatchSchema:
     """What a batch is read and merged with: its row columns, key, source ordering and (for a batch still to read)
-    the topic's decoder."""
+    the topic's decoder. ``idle``: a batch of only Kafka tombstones that nothing can apply to (no table yet, or no
+    key known): its records per partition; it is committed without a read or a write (``TableRun.commit_idle``)."""
 
     columns: list[Column]
     key: tuple[str, ...]
     ordering: Ordering
     decoder: Any = None  # cdc.decode.base.Decoder; None for a staged batch that is only merged
+    idle: dict[int, int] | None = None
 
 
 def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: str = "incremental",
@@ -257,6 +260,9 @@ class TableRun:
         if schema is None:
             with phase(result, "plan"):
                 schema = self.batch_schema(ranges)
+        if schema.idle is not None:
+            self.commit_idle(result, batch_id, ranges, schema.idle)
+            return
         row_cols, key, ordering, decoder = schema.columns, schema.key, schema.ordering, schema.decoder
         spec = ReadSpec(
             table=self.t.target, kafka_conf=dict(self.cfg.kafka), decoder=decoder.bind(row_cols), ordering=ordering,
@@ -341,6 +347,23 @@ class TableRun:
         result.status = "committed"
         progress.batch_committed(result)
 
+    def commit_idle(self, result: TableResult, batch_id: int, ranges: list[OffsetRange], records: dict[int, int]
+                    ) -> None:
+        """Commit a batch with nothing to apply (``BatchSchema.idle``) in one ledger write: its records read and
+        skipped, nothing staged or merged; the cursor moves past it."""
+        result.batch_id, result.ranges = batch_id, ranges
+        checkpoint("before_commit")
+        with phase(result, "commit"):
+            counted = [LedgerRange(r.topic, r.partition, r.start, r.end, n, n, 0)
+                       for r in ranges for n in [records.get(r.partition, 0)]]
+            held, self.held, self.claimed = self.held, None, None
+            self.ledger.mark_committed(self.t.target, batch_id, self.run_id, {}, None, result.seconds, held=held,
+                                       ranges=counted)
+        checkpoint("after_commit")
+        result.events_read = result.events_skipped = sum(records.values())
+        result.status = "committed"
+        progress.batch_committed(result)
+
     def publish_offsets(self, warnings: list[str], ranges: list[OffsetRange]) -> None:
         """A committed incremental batch's end offsets to the pipeline's consumer group
         (``batch.consumer_group_offsets``), for Kafka's lag tools (a backfill's are not the cursor: not published); a
@@ -384,6 +407,11 @@ class TableRun:
         samples = read_samples(self.cfg.kafka, ranges, timeout=self.cfg.batch.read_timeout_seconds,
                                usable=lambda k, v: (k is not None or keyless) and bool(decoder.record_columns(k, v)))
         target = target_state(self.spark, self.names.target)  # read once for the plan
+        if not samples:  # the newest and oldest records of every range are Kafka tombstones: look between them
+            scan = first_value(self.cfg.kafka, ranges, self.cfg.batch.read_timeout_seconds)
+            samples = [scan.sample] if scan.sample is not None else []
+            if not samples and not (target.exists and (self.t.primary_key or target.key or self.known_key())):
+                return BatchSchema([], (), Ordering("explicit"), decoder, idle=scan.records)  # nothing to delete
         existing = row_columns(target.columns)
 
         try:  # table columns vs newest source schema: widen / add / keep dropped (cdc.schema.evolution), or fail now
@@ -396,7 +424,8 @@ class TableRun:
                                lambda k, v: evolution.offends(change, old, decoder.record_columns(k, v, existing)),
                                timeout=max(30.0, self.cfg.batch.read_timeout_seconds))
             raise evolution.evolution_error(self.t.target, self.t.topic, exc, where) from None
-        key = self.t.primary_key or tuple(c.name for c in decoder.key_columns(samples)) or self.known_key()
+        key = (self.t.primary_key or tuple(c.name for c in decoder.key_columns(samples)) or target.key
+               or self.known_key())
         missing = [k for k in key if k not in {c.name for c in cols}]
         if not key:  # keyless: append mode (cdc.merge.modes), refused for upsert / scd2
 
