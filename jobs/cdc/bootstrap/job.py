@@ -1,9 +1,11 @@
 """JDBC bootstrap: load a table's initial state straight from the source database, then let the normal Kafka
 micro-batches continue from any earlier offset without gaps or regressions. The front door is ``run_bootstrap``.
 
-1. **Check.** The table has a ``bootstrap`` section; no batch of it is pending; the target is empty or absent
-   (else ``--replace`` is needed). A bootstrap whose target swap committed but whose ledger row is missing (a crash
-   in between) is finished instead (the swap's snapshot carries the bootstrap in its summary, ``SUMMARY_KEY``).
+1. **Check and claim.** The table has a ``bootstrap`` section; no batch of it is pending; the target is empty or
+   absent (else ``--replace`` is needed). Then the bootstrap claims the table's next batch id in the ledger
+   (``cdc.bootstrap.claim``): from here until its ledger row commits, ingest runs of the table wait (exit 75), and
+   the claim's lease is renewed. A bootstrap that finds another one's claim whose process died settles it first
+   (finished if its swap committed, else withdrawn).
 2. **Snapshot.** ``cdc.bootstrap.source.open_source`` by URL. PostgreSQL (``PostgresSnapshot``): one exported
    REPEATABLE READ snapshot, its WAL position (``pg_current_wal_lsn()``, reported) and the transactions it sees
    (``pg_current_snapshot()``), kept open until the read is done. MySQL/MariaDB (``cdc.bootstrap.mysql``):
@@ -16,19 +18,25 @@ micro-batches continue from any earlier offset without gaps or regressions. The 
    position (``(0, 0)`` without one), op ``r``, Kafka partition/offset -1, and are written to
    ``<meta>.bootstrap__<ns>__<table>`` (created exactly like the target).
 5. **Swap.** One Iceberg commit replaces the target's rows with the staged ones (created first when absent; its
-   snapshot summary records the bootstrap). A crash before it leaves the target untouched; rerun.
-6. **Ledger.** A committed ``bootstrap`` row with the horizon (``cdc.ledger.model``): every later batch ignores
-   changes at or below it, for every key; later ones apply. The cursor is not moved.
+   snapshot summary records the bootstrap), validated as serializable from the target's snapshot at the claim: a
+   commit by another writer since (maintenance) fails it (exit 75, target untouched). A crash before it leaves the
+   target untouched; rerun.
+6. **Ledger.** The claim becomes the committed ``bootstrap`` row with the horizon (``cdc.ledger.model``): every
+   later batch ignores changes at or below it, for every key; later ones apply. The cursor is not moved. Killed
+   between 5 and 6, the next ingest or bootstrap run of the table finishes the row before it does anything else.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from cdc.bootstrap import claim
+from cdc.bootstrap.claim import SUMMARY_KEY, staging_name
 from cdc.bootstrap.postgres import format_lsn
 from cdc.bootstrap.postgres_types import quote_spark
 from cdc.bootstrap.source import open_source
@@ -39,9 +47,10 @@ from cdc.config.bootstrap import BootstrapConfig
 from cdc.config.model import PipelineConfig, TableConfig
 from cdc.config.names import TableNames, names
 from cdc.iceberg import snapshot_summary
+from cdc.iceberg.failures import is_commit_conflict
 from cdc.iceberg.tables import TargetState, ensure_target, exists, fresh_snapshot_id, target_state
 from cdc.kafka.topics import resolve_pipeline
-from cdc.ledger.lease import process_owner
+from cdc.ledger.lease import LeaseKeeper, process_owner, renewal_interval
 from cdc.ledger.ledger import Ledger
 from cdc.ledger.model import BOOTSTRAP_MODE, bootstrap_row
 from cdc.ledger.tables import ensure_meta_tables
@@ -85,9 +94,6 @@ def pattern_refusal(cfg: PipelineConfig, index: int, t: TableConfig) -> str:
             "entry (topic, target, bootstrap with its source_table: explicit entries win over the pattern)")
 
 
-SUMMARY_KEY = snapshot_summary.BOOTSTRAP  # the swap commit's summary: {"run_id", "batch_id", "horizon", ...}
-
-
 @dataclass(frozen=True)
 class Plan:
     row_columns: list[Column]
@@ -95,10 +101,6 @@ class Plan:
     selects: list[str]  # the source database's select list
     converts: list[str]  # Spark expressions over the JDBC result
     split: str  # "" = one unpartitioned read
-
-
-def staging_name(cfg: PipelineConfig, t: TableConfig) -> str:
-    return f"{cfg.catalog.name}.{cfg.metadata_namespace}.bootstrap__{t.target.replace('.', '__')}"
 
 
 NO_HORIZON = (0, 0)  # PostgreSQL rows' position when the topic holds no change the snapshot saw: before every change
@@ -183,21 +185,6 @@ def is_empty(spark: Any, table: str) -> bool:
     return spark.table(table).limit(1).count() == 0
 
 
-def bootstrap_in_target(spark: Any, target: str) -> dict[str, Any] | None:
-    """The bootstrap recorded in the target's newest swap commit (``SUMMARY_KEY``), if any."""
-    if not exists(spark, target):
-        return None
-    row = spark.sql(f"SELECT summary['{SUMMARY_KEY}'] AS b FROM {target}.snapshots "
-                    f"WHERE summary['{SUMMARY_KEY}'] IS NOT NULL ORDER BY committed_at DESC LIMIT 1").first()
-    return json.loads(row["b"]) if row is not None else None
-
-
-def recorded(spark: Any, ledger: str, pipeline: str, table: str, run_id: str) -> bool:
-    spark.catalog.refreshTable(ledger)
-    return spark.sql(f"SELECT 1 FROM {ledger} WHERE pipeline = {lit(pipeline)} AND table_name = {lit(table)} "
-                     f"AND run_id = {lit(run_id)} AND mode = '{BOOTSTRAP_MODE}'").first() is not None
-
-
 def write_ledger_row(spark: Any, ledger: str, row: dict[str, Any]) -> None:
     """``row`` into every column of the ledger as it is (the times: now; columns the row lacks: NULL)."""
     values = []
@@ -219,29 +206,52 @@ def run_bootstrap(spark: Any, cfg: PipelineConfig, t: TableConfig, replace: bool
     ensure_meta_tables(spark, cfg)
     n: TableNames = names(cfg, t)
     ledger = Ledger(spark, n.ledger, cfg.pipeline)
-    pending = ledger.pending(t.target)
+    run_id = uuid.uuid4().hex
+    state = ledger.state(t.target, None)
+    pending = state.pending
+    if pending is not None and pending.mode == BOOTSTRAP_MODE:  # another bootstrap: running, or died
+        claim.refuse_while_running(t, pending, cfg.batch.claim_timeout_minutes * 60, "bootstrap")
+        if claim.settle(spark, cfg, t, ledger, pending, run_id) == "finished":
+            info, _ = claim.swapped(spark, n.target, pending.run_id) or ({}, None)
+            at = info.get("source_position") or {"lsn": format_lsn(int(info["lsn"])), "lsn_number": int(info["lsn"])}
+            return _summary(t, "recovered", info["rows"], at, info["horizon"], pending.batch_id,
+                            {"total": time.monotonic() - started})
+        state = ledger.state(t.target, None)
+        pending = state.pending
     if pending is not None:
         raise ConcurrentRunError(f"{where}: batch {pending.batch_id} is {pending.status} (an ingest run is working "
                                  "on the table or died); let it finish (rerun ingest), then bootstrap")
-    done = bootstrap_in_target(spark, n.target)
-    if done is not None and not recorded(spark, n.ledger, cfg.pipeline, t.target, done["run_id"]):
-        # the swap committed, the ledger row did not: finish that bootstrap (its rows are the target's); a batch
-        # that took its id in the meantime keeps it, the row gets the next one
-        batch = done["batch_id"] if ledger.owners(t.target, done["batch_id"]) == set() else \
-            ledger.next_batch_id(t.target)
-        write_ledger_row(spark, n.ledger, bootstrap_row(
-            cfg.pipeline, t.target, t.topic, batch, done["horizon"], done["rows"],
-            fresh_snapshot_id(spark, n.target), done["run_id"], process_owner(), {}))
-        spark.sql(f"DROP TABLE IF EXISTS {staging_name(cfg, t)} PURGE")
-        where_at = done.get("source_position") or {"lsn": format_lsn(int(done["lsn"])), "lsn_number": int(done["lsn"])}
-        return _summary(t, "recovered", done["rows"], where_at, done["horizon"], done["batch_id"],
-                        {"total": time.monotonic() - started})
+    recovered = finish_unclaimed_swap(spark, cfg, t, ledger, state, started)
+    if recovered is not None:
+        return recovered
     if exists(spark, n.target) and not replace and not is_empty(spark, n.target):
         raise TerminalError(f"{where}: the target is not empty; rerun with --replace to replace its rows with the "
                             "source table's (the Kafka cursor is kept)")
-    cursor = ledger.committed_offsets(t.target, t.topic)
-    batch_id = ledger.next_batch_id(t.target)
-    run_id = uuid.uuid4().hex
+    batch_id = claim.claim(ledger, t, state, run_id)  # from here on, ingest runs of the table wait for this one
+    swapped = False
+    try:
+        with LeaseKeeper(lambda: ledger.renew(t.target, batch_id, run_id),
+                         renewal_interval(cfg.batch.claim_timeout_minutes * 60), f"bootstrap of {t.target}"):
+            info, snapshot, at = read_and_swap(spark, cfg, t, b, ledger, batch_id, run_id, seconds, where)
+            swapped = True
+            checkpoint("bootstrap_after_swap")
+            claim.commit(ledger, t, batch_id, run_id, info, snapshot, seconds)
+    except BaseException:
+        if not swapped:  # the target is untouched: withdraw the claim (best effort; a dead one is settled later)
+            with contextlib.suppress(Exception):
+                ledger.release(t.target, batch_id, run_id)
+        raise
+    spark.sql(f"DROP TABLE IF EXISTS {staging_name(cfg, t)} PURGE")
+    seconds["total"] = time.monotonic() - started
+    return _summary(t, "bootstrapped", info["rows"], at, info["horizon"], batch_id, seconds, info["scanned"])
+
+
+def read_and_swap(spark: Any, cfg: PipelineConfig, t: TableConfig, b: BootstrapConfig, ledger: Ledger, batch_id: int,
+                  run_id: str, seconds: dict[str, float], where: str) -> tuple[dict[str, Any], int | None, Any]:
+    """Under the claim of ``batch_id``: snapshot, horizon, read and stage, then the swap, validated from the target
+    as the claim found it; the swap's summary info, its snapshot id and the source position."""
+    n = names(cfg, t)
+    base = claim.target_snapshot(spark, n.target)  # after the claim: no ingest commit can land after this one
     soft = t.delete_mode == "soft"
     stage = staging_name(cfg, t)
     t0 = time.monotonic()
@@ -264,27 +274,45 @@ def run_bootstrap(spark: Any, cfg: PipelineConfig, t: TableConfig, replace: bool
         seconds["read_stage"] = time.monotonic() - t0
     checkpoint("bootstrap_after_stage")
     rows = int(spark.table(stage).count())
-    if ledger.pending(t.target) is not None or ledger.committed_offsets(t.target, t.topic) != cursor:
-        raise ConcurrentRunError(f"{where}: an ingest batch ran while the table was being read; the target was not "
-                                 "changed. Rerun the bootstrap when no ingest run is active")
+    ledger.still_owner(t.target, batch_id, run_id)  # the lease held (a run that judged it dead took it over?)
+    checkpoint("bootstrap_before_swap")
     t0 = time.monotonic()
     ensure_target(spark, target_state(spark, n.target), plan.row_columns, plan.key, ordering, soft,
                   getattr(t, "layout", None))
     info = {"run_id": run_id, "batch_id": batch_id, "horizon": list(horizon) if horizon else None, "rows": rows,
             "source_position": at, "scanned": scanned, **({"lsn": at["lsn_number"]} if "lsn_number" in at else {})}
-    swap(spark, stage, n.target, json.dumps(info), cfg.pipeline, batch_id)
+    try:
+        swap(spark, stage, n.target, json.dumps(info), cfg.pipeline, batch_id, base)
+    except Exception as exc:
+        if not is_commit_conflict(exc):
+            raise
+        raise ConcurrentRunError(f"{where}: the target changed while the table was being read (a commit by another "
+                                 "writer, e.g. maintenance); the target was not replaced. Rerun the bootstrap") from None
     seconds["swap"] = time.monotonic() - t0
-    checkpoint("bootstrap_after_swap")
-    snapshot = fresh_snapshot_id(spark, n.target)
-    write_ledger_row(spark, n.ledger, bootstrap_row(cfg.pipeline, t.target, t.topic, batch_id, horizon, rows,
-                                                    snapshot, run_id, process_owner(), seconds))
-    spark.sql(f"DROP TABLE IF EXISTS {stage} PURGE")
-    seconds["total"] = time.monotonic() - started
-    return _summary(t, "bootstrapped", rows, at, horizon, batch_id, seconds, scanned)
+    return info, fresh_snapshot_id(spark, n.target), at
 
 
-def swap(spark: Any, stage: str, target: str, info: str, pipeline: str, batch_id: int) -> None:
-    """Replace every row of ``target`` with ``stage``'s in one Iceberg commit (its summary records ``info``)."""
+def finish_unclaimed_swap(spark: Any, cfg: PipelineConfig, t: TableConfig, ledger: Ledger, state: Any,
+                          started: float) -> dict[str, Any] | None:
+    """A swap that committed without a claim and without its ledger row (a bootstrap of a version that did not
+    claim, killed between the two): its row under the next batch id, and the summary; None when there is none."""
+    n = names(cfg, t)
+    found = claim.swapped(spark, n.target)
+    if found is None or claim.recorded(spark, n.ledger, cfg.pipeline, t.target, found[0]["run_id"]):
+        return None
+    info, snapshot = found
+    batch = state.next_batch_id
+    write_ledger_row(spark, n.ledger, bootstrap_row(cfg.pipeline, t.target, t.topic, batch, info["horizon"],
+                                                    info["rows"], snapshot, info["run_id"], process_owner(), {}))
+    spark.sql(f"DROP TABLE IF EXISTS {staging_name(cfg, t)} PURGE")
+    at = info.get("source_position") or {"lsn": format_lsn(int(info["lsn"])), "lsn_number": int(info["lsn"])}
+    return _summary(t, "recovered", info["rows"], at, info["horizon"], batch, {"total": time.monotonic() - started})
+
+
+def swap(spark: Any, stage: str, target: str, info: str, pipeline: str, batch_id: int, base: int | None) -> None:
+    """Replace every row of ``target`` with ``stage``'s in one Iceberg commit (its summary records ``info``),
+    validated as serializable from snapshot ``base`` (None: from the table's start): data another writer committed
+    since fails it (a commit conflict), so nothing merged meanwhile is wiped out unseen."""
     from pyspark.sql import functions as F
 
     spark.catalog.refreshTable(target)
@@ -296,6 +324,9 @@ def swap(spark: Any, stage: str, target: str, info: str, pipeline: str, batch_id
     writer = spark.table(stage).select(*cols).writeTo(target)
     for k, v in props.items():
         writer = writer.option(f"snapshot-property.{k}", v)
+    writer = writer.option("isolation-level", "serializable")
+    if base is not None:
+        writer = writer.option("validate-from-snapshot-id", str(int(base)))
     writer.overwrite(F.lit(True))
 
 

@@ -214,8 +214,8 @@ class Ledger:
         reload per batch): no run wrote a row of ``batch_id`` since ``seen`` (the validation), and everything the
         check looks for needs one. A new batch of the table (a claim, a cursor reset, a bootstrap) takes the next
         free id, which is ``batch_id`` until a row of it exists; the cursor moves only when a batch commits, and none
-        was pending. So the ledger is the planned state plus this claim (``with_claim``). A cursor reset or a bootstrap
-        appends its row without validation: one landing right after the claim is what the read could still catch, and
+        was pending. So the ledger is the planned state plus this claim (``with_claim``). A bootstrap claims its id
+        the same way (``cdc.bootstrap.claim``). A cursor reset appends its row without validation: one landing right after the claim is what the read could still catch, and
         the staged mark (validated from the claim's snapshot) refuses it before anything is merged, as it refuses one
         landing after the read."""
         mine = self._append_claim(table, batch_id, mode, ranges, run_id, seen)
@@ -301,6 +301,17 @@ class Ledger:
         self._write("lease renewal", table, f"UPDATE {self.name} SET claimed_at = current_timestamp() "
                                             f"WHERE {self._where(table)} AND batch_id = {int(batch_id)} "
                                             f"AND run_id = {lit(run_id)} AND status IN ('claimed', 'staged')")
+
+    def update(self, table: str, batch_id: int, run_id: str, sets: Mapping[str, Any], what: str,
+               committed_at: bool = False) -> None:
+        """Set ``sets`` (column → value, ``sql_value``) on the rows of ``batch_id`` run ``run_id`` holds;
+        ``committed_at``: that column to now as well (a bootstrap's commit, ``cdc.bootstrap.claim``)."""
+        from cdc.iceberg.row_commit import now_us
+
+        values = {**sets, **({"committed_at": now_us()} if committed_at else {})}
+        self._write(what, table, f"UPDATE {self.name} SET "
+                                 f"{', '.join(f'{k} = {sql_value(k, v)}' for k, v in values.items())} "
+                                 f"WHERE {self._where(table)} AND batch_id = {int(batch_id)} AND run_id = {lit(run_id)}")
 
     def _guarded(self, table: str, batch_id: int, run_id: str, what: str, write: Callable[[], Any]) -> None:
         try:

@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
+from cdc.bootstrap import claim as bootstrap_claim
 from cdc.common.cli_contract import BackfillBounds, Bounds
 from cdc.common.errors import CdcError, ConcurrentRunError, ConfigError
 from cdc.common.faults import checkpoint
@@ -34,6 +35,7 @@ from cdc.kafka.plan import (
 from cdc.ledger.expiry import keep_history_short
 from cdc.ledger.lease import LeaseKeeper, owner_alive, process_owner, renewal_interval
 from cdc.ledger.ledger import Ledger
+from cdc.ledger.model import BOOTSTRAP_MODE
 from cdc.ledger.state import LedgerRange, PendingBatch, TableState
 from cdc.ledger.tables import ensure_meta_tables
 from cdc.ledger.write import Held
@@ -179,10 +181,17 @@ class TableRun:
 
     def recover(self, result: TableResult, pending: PendingBatch | None) -> bool:
         """Finish ``pending``, a batch a dead run left claimed or staged (or refuse while its owner is still
-        running); whether there was one."""
+        running); whether there was one. A bootstrap's claim is settled (``cdc.bootstrap.claim``): its ledger row
+        finished when its swap committed, else withdrawn; while its bootstrap runs, this run refuses."""
         if pending is None:
             return False
         lease = self.cfg.batch.claim_timeout_minutes * 60
+        if pending.mode == BOOTSTRAP_MODE:  # a bootstrap in flight, or one whose process died
+            bootstrap_claim.refuse_while_running(self.t, pending, lease, "ingest")
+            with phase(result, "recover"):
+                outcome = bootstrap_claim.settle(self.spark, self.cfg, self.t, self.ledger, pending, self.run_id)
+            result.warnings.append(bootstrap_claim.settled_warning(self.t, pending, outcome))
+            return True
         if pending.owner != process_owner() and owner_alive(pending.owner, pending.claimed_at_us, lease):
             raise ConcurrentRunError(
                 f"table {self.t.target}: batch {pending.batch_id} is being processed by another run (owner "

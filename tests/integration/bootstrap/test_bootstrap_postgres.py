@@ -258,7 +258,8 @@ def load_meta(config: Path) -> str:
 def bootstrap_rows(spark, meta: str) -> list:
     ledger = f"lake.{meta}.ledger"
     spark.catalog.refreshTable(ledger)
-    return spark.sql(f"SELECT batch_id, truncate_barrier FROM {ledger} WHERE mode = 'bootstrap'").collect()
+    return spark.sql(f"SELECT batch_id, truncate_barrier FROM {ledger} WHERE mode = 'bootstrap' "
+                     "AND status = 'committed'").collect()  # a claim in flight is not a bootstrap yet
 
 
 TYPED = {  # PostgreSQL type → (a value as SQL, what the bootstrapped column holds, read through Spark)
