@@ -61,6 +61,7 @@ class TableSpec:
     widen_at: int | None = None  # widen `added` (int32/decimal, WIDENED) before this op number
     ties: bool = False  # same-position updates of a key (upsert, not adversarial)
     server_failover: str | None = None  # "file" | "pos": halfway, a replica slightly behind (MySQL upsert tables)
+    recreate: bool = False  # after each truncate two earlier keys are created again, the first deleted at once
 
     def describe(self) -> str:
         return (f"{self.connector[:2]}/{self.delete_mode}/p{self.partitions}/{self.replica_identity}"
@@ -70,7 +71,8 @@ class TableSpec:
                 f"{'/track' if self.track_columns else ''}{'/failover' if self.failover else ''}"
                 f"{f'/+{self.add_column}@{self.add_column_at}' if self.add_column else ''}"
                 f"{f'/widen@{self.widen_at}' if self.widen_at is not None else ''}{'/ties' if self.ties else ''}"
-                f"{f'/server-failover-{self.server_failover}' if self.server_failover else ''}")
+                f"{f'/server-failover-{self.server_failover}' if self.server_failover else ''}"
+                f"{'/recreate' if self.recreate else ''}")
 
 
 def draw_classes(spec: TableSpec, rng: random.Random) -> None:
@@ -134,10 +136,29 @@ def _ops(gen: ChangeEventGenerator, spec: TableSpec, weights: dict[str, float], 
     out, at = [], lo
     for when, change in changes:  # in stream order (widen_at >= add_column_at)
         if lo <= when < hi:
-            out += gen.random_ops(when - at, weights)
+            out += _random_ops(gen, spec, weights, when - at)
             change()
             at = when
-    return out + gen.random_ops(hi - at, weights)
+    return out + _random_ops(gen, spec, weights, hi - at)
+
+
+def _random_ops(gen: ChangeEventGenerator, spec: TableSpec, weights: dict[str, float], n: int) -> list[Any]:
+    """``n`` random ops; with ``spec.recreate`` (one op per transaction) each truncate is followed by creates of two
+    keys the table had before (the first one deleted right after), each a later transaction: versions open at the
+    truncate, then later changes of their keys, which batches on other partitions may merge before the truncate (on
+    partition 0) is read."""
+    if not spec.recreate:
+        return gen.random_ops(n, weights)
+    out: list[Any] = []
+    for _ in range(n):
+        ops = gen.random_ops(1, weights)
+        out += ops
+        if any(r.op == "t" for r in ops) and gen.ever_seen:
+            keys = gen.rng.sample(sorted(gen.ever_seen), min(2, len(gen.ever_seen)))
+            for pk in keys:
+                out += gen.insert(gen._new_row(pk))
+            out += gen.delete(keys[0])
+    return out
 
 
 def _faults(spec: TableSpec, rng: random.Random, records: list[Any]) -> list[Any]:

@@ -9,8 +9,10 @@ How a batch is applied (each statement idempotent, so crash + rerun gives the sa
 1. ``log_merge_sql``: the batch's distinct changes (``cdc.merge.modes.append.batch_changes_sql``: key + source position +
    op + row image) are inserted into the table's change log, raw (TOAST placeholders still listed in
    ``__unavailable``). Two changes of a key at one position are two events, ordered by Kafka partition/offset.
-2. ``touched_keys_sql``: the keys of the batch's changes, plus every key with a current version when the batch
-   holds a truncate.
+2. ``touched_keys_sql``: the keys of the batch's changes; when the batch holds a truncate, also every key with a
+   version open at its position: a key whose stored version is current, or one with a logged change after the
+   truncate's position (that change ended the version, or the key has none open there: recomputing it is harmless).
+   Keys whose changes all precede the truncate and whose history is closed are not affected, so not read.
 3. ``versions_sql``: for those keys, the whole version chain from the log (their changes, plus every truncate as an
    event of each key) in the total order (``cdc.schema.columns.position_columns``): TOAST columns take the previous
    version's value (never a delete's); with ``track_columns`` an update changing none of them belongs to the
@@ -29,6 +31,7 @@ from cdc.common.sql import key_join, lit, q
 from cdc.merge.modes.append import carry_sql, change_columns, identity_sql, same_position
 from cdc.merge.modes.compacted import live_events_sql, tombstones_sql
 from cdc.merge.modes.spec import ModeSpec
+from cdc.positions.sql import tuple_gt
 from cdc.schema.columns import (
     BATCH_ID,
     INGESTED_AT,
@@ -58,11 +61,16 @@ def log_merge_sql(spec: ModeSpec, changes: str) -> str:
 
 
 def touched_keys_sql(spec: ModeSpec, truncated: bool) -> str:
+    """The keys whose version chains the batch can change (module doc, step 2)."""
     keys = ", ".join(q(k) for k in spec.key)
-    sql = (f"SELECT DISTINCT {keys} FROM {spec.staging} WHERE batch_id = {int(spec.batch_id)} "
-           f"AND {q(KIND)} = 'change' AND {q(OP)} IN {KEYED} AND {q(spec.key[0])} IS NOT NULL")
-    if truncated:
-        sql += f" UNION SELECT {keys} FROM {spec.target} WHERE {q(IS_CURRENT)}"
+    batch = f"{spec.staging} WHERE batch_id = {int(spec.batch_id)} AND {q(KIND)} = 'change'"
+    sql = f"SELECT DISTINCT {keys} FROM {batch} AND {q(OP)} IN {KEYED} AND {q(spec.key[0])} IS NOT NULL"
+    if truncated:  # a truncate ends every version open at its position: still current, or ended by a later change
+        pos = spec.staged_position
+        after = (f"SELECT {', '.join('l.' + q(k) for k in spec.key)} FROM {spec.log} l LEFT SEMI JOIN "
+                 f"(SELECT * FROM {batch} AND {q(OP)} = 't') x ON {tuple_gt('l', pos, 'x', pos)} "
+                 f"WHERE l.{q(OP)} IN {KEYED} AND l.{q(spec.key[0])} IS NOT NULL")
+        sql += f" UNION SELECT {keys} FROM {spec.target} WHERE {q(IS_CURRENT)} UNION {after}"
     if spec.compacted:  # a Kafka tombstone may close its key's version (cdc.merge.modes.compacted)
         sql += f" UNION SELECT {keys} FROM ({tombstones_sql(spec)})"
     return sql
