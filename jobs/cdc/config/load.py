@@ -33,6 +33,7 @@ from cdc.config.model import (
     PipelineConfig,
     TableConfig,
 )
+from cdc.config.names import collision_problem, helper_collision
 from cdc.config.routing import check_entry
 from cdc.config.table_layout import LayoutError, TableLayout, merge_defaults, parse_layout
 
@@ -151,6 +152,9 @@ class _Parser:
             if t.topic and (t.target in seen or t.topic in seen):
                 raise self.fail("tables", f"{t.target} / {t.topic} appears twice")
             seen.update((t.target, t.topic) if t.topic else ())  # patterns: cdc.config.routing checks resolved names
+        clash = helper_collision(t.target for t in tables if t.topic)
+        if clash:
+            raise self.fail("tables", collision_problem(*clash, meta_ns))
         return PipelineConfig(
             pipeline=name, kafka=kafka, format=fmt, catalog=self.catalog(raw), tables=tables,
             schema_registry=registry, spark={k: str(v) for k, v in self.mapping(raw, "spark").items()},

@@ -13,7 +13,9 @@ Every matching topic becomes its own table with the entry's settings. Rules (``r
   schema-change topic ``<prefix>``, a schema-history topic) are claimed only when a pattern matches them, so anchor
   patterns on ``<prefix>\\.<schema>\\.``.
 * A topic listed by an explicit entry (``topic:``) is never claimed by a pattern (explicit entries win).
-* A topic matched by two patterns, or two tables with one target, is a ``ConfigError`` naming both (exit 2).
+* A topic matched by two patterns, two tables with one target, or two targets whose helper tables would be the same
+  (``shop.a__b`` and ``shop__a.b``: ``cdc.config.names``) is a ``ConfigError`` naming both (exit 2): the run stops
+  before anything is read, for every table of the pipeline, until the pattern or a target is changed.
 * Group values are sanitised to identifier characters, deterministically: lower-cased, every character outside
   ``[a-z0-9_]`` (``.``, ``-``, ``$``, ...) becomes ``_``; a name part that would start with a digit gets a leading
   ``_``. So ``dbserver1.public.Order-Items`` → ``inventory.order_items``.
@@ -30,6 +32,7 @@ from typing import Any, Iterable, Sequence
 
 from cdc.common.errors import ConfigError
 from cdc.config.model import TableConfig
+from cdc.config.names import collision_problem, helper_collision
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _GROUP_REF = re.compile(r"\$(\d+)")
@@ -93,9 +96,11 @@ def claimable(topic: str) -> bool:
     return not topic.startswith("__")
 
 
-def resolve(tables: Sequence[TableConfig], topics: Iterable[str], src: str = "<memory>") -> tuple[TableConfig, ...]:
+def resolve(tables: Sequence[TableConfig], topics: Iterable[str], src: str = "<memory>",
+            metadata_namespace: str = "") -> tuple[TableConfig, ...]:
     """Config entries + the broker's topic names → concrete tables (pattern entries replaced, in place, by one
-    table per matching topic, sorted by topic). Raises ``ConfigError`` on conflicts, naming both sides."""
+    table per matching topic, sorted by topic). Raises ``ConfigError`` on conflicts, naming both sides (two targets
+    sharing helper tables too: ``cdc.config.names``)."""
     explicit = {t.topic for t in tables if t.topic}
     patterns = [(i, t, re.compile(t.topic_pattern)) for i, t in enumerate(tables) if not t.topic]
     claimed: dict[int, list[TableConfig]] = {i: [] for i, _, _ in patterns}
@@ -126,6 +131,11 @@ def resolve(tables: Sequence[TableConfig], topics: Iterable[str], src: str = "<m
             raise ConfigError(f"{src}: topics {other.topic} and {t.topic} both resolve to table {t.target}"
                               f"{_origin(other)}{_origin(t)}; change a target or a topic_pattern so each topic "
                               "has its own table")
+    clash = helper_collision(t.target for t in out)
+    if clash:
+        a, b = (next(t for t in out if t.target == x) for x in clash)
+        raise ConfigError(f"{src}: topic {a.topic}{_origin(a)} and topic {b.topic}{_origin(b)}: "
+                          f"{collision_problem(a.target, b.target, metadata_namespace)}, or change the topic_pattern")
     return tuple(out)
 
 

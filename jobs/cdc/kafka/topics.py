@@ -35,4 +35,4 @@ def resolve_pipeline(cfg: PipelineConfig, topics: Iterable[str] | None = None,
         return cfg
     if topics is None:
         topics = list_topics(cfg.kafka, timeout if timeout is not None else cfg.batch.read_timeout_seconds)
-    return replace(cfg, tables=resolve(cfg.tables, topics, cfg.source_path))
+    return replace(cfg, tables=resolve(cfg.tables, topics, cfg.source_path, cfg.metadata_namespace))

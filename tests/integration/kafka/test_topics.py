@@ -92,3 +92,21 @@ def test_explicit_entry_wins_and_conflicts_stop_the_run(tmp_path, broker, wareho
     line = res.stderr.strip().splitlines()[-1]
     assert line.startswith(f"ERROR [ConfigError] {clash}: topic {prefix}.public.b matches two patterns"), line
     assert "tables[0]" in line and "tables[1]" in line
+
+
+def test_targets_that_would_share_helper_tables_stop_the_run_naming_both(tmp_path, broker, warehouse, spark):
+    """``shop.a__b`` and ``shop__a.b`` would share ``staging__shop__a__b`` (and the tombstones table): one table's
+    deletes would suppress the other's inserts. Resolved from a pattern, the pair stops the run with exit 2."""
+    prefix, ns = unique("rt"), unique("hp")
+    topics = [f"{prefix}.shop.a__b", f"{prefix}.shop__a.b"]
+    for t in topics:
+        broker.create_topic(t)
+        produce(broker.bootstrap, t, [pg("c", 1, {"id": 1, "name": t, "bio": None}, 1)])
+    config = write(tmp_path / "p.yaml", broker.bootstrap, warehouse, [
+        {"topic_pattern": prefix + r"\.(\w+)\.(\w+)", "target": ns + "_$1.$2"}])
+    res = run_cli(config)
+    assert res.returncode == 2, res.stderr[-2000:]
+    line = res.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"ERROR [ConfigError] {config}: topic {topics[0]}"), line
+    assert f"targets {ns}_shop.a__b and {ns}_shop__a.b would share their helper tables" in line, line
+    assert f"staging__{ns}_shop__a__b" in line and "rename one of the two targets" in line
