@@ -9,11 +9,19 @@ records every 15 s). A horizon of ``H`` would drop that transaction's changes. W
 decided by transaction visibility, so that is what decides here: the snapshot's ``pg_current_snapshot()``
 (``xmin:xmax:xip``) says which transaction ids it sees, every change event carries ``source.txId``, and
 
-    horizon = max(position of every change in the topic whose transaction the snapshot sees)
+    horizon = max(position p of a change the snapshot saw, with p below every change of a transaction it did not)
 
-Every change of a transaction the snapshot does not see is newer: its transaction committed after all of those, so
-its ``last commit LSN`` is at least their commit's, which is above each of their positions. Changes not yet in the
-topic when the bootstrap runs (a lagging connector) are not counted: the horizon comes out lower, those changes are
+Why the second half: PostgreSQL writes (and flushes, and with synchronous replication waits for a standby on) a
+transaction's commit record *before* it makes the transaction visible. A transaction T2 whose commit record
+precedes a visible T1's can still be running (in ``xip``) for a snapshot taken in between. Debezium streams in
+commit-record order, so T2's changes sit below T1's: a horizon of "the newest seen change" would drop T2's changes
+although the snapshot lacks them. So the horizon stops below the first change of any transaction the snapshot did
+not see. Transactions that got their id after the snapshot (``xid >= xmax``) wrote every record after it, so they
+are above every seen change and never lower it; only those running at the snapshot do, and only when their commit
+raced a visible one's. Changes of seen transactions above the horizon are applied again (their after-images, in
+order: the table converges to the same rows).
+
+Changes not yet in the topic when the bootstrap runs (a lagging connector) are not counted: the horizon comes out lower, those changes are
 applied again later (their after-images, in order: the table converges to the same rows; readers may see an older
 version of such a key until the batch that carries its newest change).
 """
@@ -66,24 +74,67 @@ class Visibility:
 
 def seen_position(vis: Visibility, source: dict[str, Any], position: tuple[int, ...]) -> tuple[int, ...] | None:
     """``position`` when the change's transaction is one the snapshot saw, else None (unknown ``txId``: None)."""
+    return position if sees(vis, source) else None
+
+
+def sees(vis: Visibility, source: dict[str, Any]) -> bool | None:
+    """Did the snapshot see the change's transaction (None: the event has no usable ``txId``)?"""
     tx = source.get("txId")
     if tx is None or isinstance(tx, bool):
         return None
     try:
-        return position if vis.sees(int(tx)) else None
+        return vis.sees(int(tx))
     except (TypeError, ValueError):
         return None
 
 
+class HorizonScan:
+    """The horizon (module docstring) from changes seen one at a time, in any order: ``add(position, seen)``, then
+    ``horizon``. Keeps the ``keep`` newest seen positions: a transaction the snapshot did not see lies below seen
+    ones only when its commit raced theirs, moments before the snapshot; should it lie below all those kept, the
+    horizon is None (no barrier: every change is applied again, which is always safe)."""
+
+    def __init__(self, keep: int = 10_000):
+        self.keep = keep
+        self.newest: list[tuple[int, ...]] = []  # a min-heap of the newest seen positions
+        self.lowest_unseen: tuple[int, ...] | None = None
+        self.dropped = False  # a seen position fell out of ``newest``
+
+    def add(self, position: tuple[int, ...], seen: bool | None) -> None:
+        import heapq
+
+        if seen is None:  # unknown transaction: not counted
+            return
+        if not seen:
+            if self.lowest_unseen is None or position < self.lowest_unseen:
+                self.lowest_unseen = position
+            return
+        if len(self.newest) < self.keep:
+            heapq.heappush(self.newest, position)
+        elif position > self.newest[0]:
+            heapq.heapreplace(self.newest, position)
+            self.dropped = True
+        else:
+            self.dropped = True
+
+    @property
+    def horizon(self) -> tuple[int, ...] | None:
+        low = self.lowest_unseen
+        if low is not None and self.dropped and low <= self.newest[0]:
+            return None  # the seen position just below ``low`` may be one that was not kept
+        return max((p for p in self.newest if low is None or p < low), default=None)
+
+
 def horizon_from_topic(cfg: PipelineConfig, t: TableConfig, columns: Sequence[Column], vis: Visibility,
                        timeout: float = 30.0) -> tuple[tuple[int, ...] | None, int]:
-    """(horizon, events scanned): the newest position of a change in ``t.topic`` that the snapshot saw (None: no such
-    change). Reads every retained record of the topic on the driver."""
+    """(horizon, events scanned): the newest position of a change in ``t.topic`` that the snapshot saw, below every
+    change of a transaction it did not see (``HorizonScan``; None: no such change). Reads every retained record of the
+    topic on the driver."""
     from cdc.decode.factory import make_decoder
 
     decoder = make_decoder(cfg, t).bind(list(columns))
     ordering = Ordering("postgresql")
-    best: tuple[int, ...] | None = None
+    scan = HorizonScan()
     scanned = 0
     consumer = new_consumer(cfg.kafka)
     try:
@@ -100,11 +151,9 @@ def horizon_from_topic(cfg: PipelineConfig, t: TableConfig, columns: Sequence[Co
                         ev = decoder.decode(m.key(), m.value())
                         if ev.kind != "change":
                             continue
-                        pos = seen_position(vis, ev.source, ordering.values(ev.source, ev.ts_ms, ev.op))
+                        scan.add(ordering.values(ev.source, ev.ts_ms, ev.op), sees(vis, ev.source))
                     except CdcError:  # undecodable or unordered: not counted (a lower horizon is safe)
                         continue
-                    if pos is not None and (best is None or pos > best):
-                        best = pos
     finally:
         consumer.close()
-    return best, scanned
+    return scan.horizon, scanned

@@ -98,3 +98,68 @@ def test_a_bootstrap_killed_after_its_swap_is_finished_by_the_next_ingest_first(
     ingest_until_empty(spark, cfg)
     assert table_rows(spark, target) == src.rows()
     assert len(bootstrap_rows(spark, meta)) == 1
+
+
+def test_a_transaction_committed_in_the_wal_before_the_snapshot_but_invisible_to_it_is_applied(setup, postgres, broker,
+                                                                                              spark):
+    """PostgreSQL writes a commit record before it makes the transaction visible: a transaction T2 whose commit
+    record precedes a visible T1's may still be running for a snapshot taken in between. Debezium streams in commit
+    record order, so T2's changes sit *below* the newest change the snapshot saw, and a horizon taken as that
+    position would drop them although the snapshot lacks them. Made real here the way synchronous replication makes
+    it: T2 commits while ``synchronous_standby_names`` names a standby that never answers, so its commit record is
+    written and flushed but it stays in the process array (running, invisible) until its wait is cancelled; T1
+    commits with ``synchronous_commit = local`` and is visible at once."""
+    import threading
+
+    from cdc.bootstrap.postgres_types import lsn_to_int
+    from cdc.config.load import load_config
+    from tests.integration.bootstrap.test_bootstrap_postgres import pg_event, wait_for_snapshot
+
+    db, topic, target, config, src = setup
+    produce(broker, topic, src.tx(("c", 1, "n1", "b1"), ("c", 2, "n2", "b2")))
+    postgres.execute("ALTER SYSTEM SET synchronous_standby_names = 'a_standby_that_never_answers'")
+    postgres.execute("SELECT pg_reload_conf()")
+    waiting = postgres.connect(db)
+    waiting.execute("SET synchronous_commit = on")  # the test server's default is off
+    try:
+        t2 = {}
+
+        def commit_t2() -> None:
+            with waiting.transaction():
+                t2["xid"] = int(waiting.execute("SELECT pg_current_xact_id()::text").fetchone()[0])
+                waiting.execute("UPDATE customers SET name = 'n1-t2', bio = 'b1-t2' WHERE id = 1")
+                t2["lsn"] = lsn_to_int(waiting.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0])
+            # returns once the wait is cancelled: "the transaction has already committed locally"
+
+        thread = threading.Thread(target=commit_t2, daemon=True)
+        thread.start()
+        pid = waiting.info.backend_pid
+        deadline = time.monotonic() + 30
+        while not postgres.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s AND wait_event = 'SyncRep'",
+                                   (pid,)):
+            assert time.monotonic() < deadline, "T2 never waited for the standby"
+            time.sleep(0.05)
+        t2_commit = src.lsn()  # its commit record is written: the WAL is past it
+        t1 = postgres.connect(db)
+        t1.execute("SET synchronous_commit = local")
+        with t1.transaction():
+            t1_xid = int(t1.execute("SELECT pg_current_xact_id()::text").fetchone()[0])
+            t1.execute("UPDATE customers SET name = 'n2-t1', bio = 'b2-t1' WHERE id = 2")
+            t1_lsn = src.lsn()
+        # Debezium streams T2 first (its commit record is first), then T1, whose sequence starts at T2's commit
+        produce(broker, topic, [pg_event("u", {"id": 1, "name": "n1-t2", "bio": "b1-t2"}, t2["lsn"], src.last_commit,
+                                         t2["xid"]),
+                                pg_event("u", {"id": 2, "name": "n2-t1", "bio": "b2-t1"}, t1_lsn, t2_commit, t1_xid)])
+        proc = start_bootstrap(config, env={"CDC_PAUSE_AT": "bootstrap_after_snapshot:3"})
+        wait_for_snapshot(postgres, db, proc)  # taken while T2 still waits: it sees T1, not T2
+        postgres.execute("SELECT pg_cancel_backend(%s)", (pid,))
+        thread.join(30)
+        res = finish(proc)
+    finally:
+        postgres.execute("ALTER SYSTEM RESET synchronous_standby_names")
+        postgres.execute("SELECT pg_reload_conf()")
+        waiting.close()
+    assert res.returncode == 0, res.stderr
+    assert table_rows(spark, target)[1] == ("n1", "b1")  # the snapshot did not see T2
+    ingest_until_empty(spark, load_config(config))
+    assert table_rows(spark, target) == src.rows() == {1: ("n1-t2", "b1-t2"), 2: ("n2-t1", "b2-t1")}

@@ -267,3 +267,27 @@ def test_bootstrap_row_has_the_horizon_and_never_moves_the_cursor() -> None:
 
 def test_bootstrap_config_dialect() -> None:
     assert BootstrapConfig("jdbc:postgresql://h/d", "t").dialect == "postgresql"
+
+
+def test_the_horizon_stops_below_a_change_the_snapshot_did_not_see() -> None:
+    from cdc.bootstrap.horizon import HorizonScan
+
+    scan = HorizonScan()
+    for pos, seen in [((1, 5), True), ((3, 9), True), ((1, 7), True), ((2, 1), None)]:
+        scan.add(pos, seen)
+    assert scan.horizon == (3, 9)
+    scan.add((9, 9), False)  # committed after every seen change: no effect
+    assert scan.horizon == (3, 9)
+    scan.add((1, 6), False)  # its commit record came before seen ones': the horizon stops below it
+    assert scan.horizon == (1, 5)
+    scan.add((0, 1), False)
+    assert scan.horizon is None
+
+    small = HorizonScan(keep=2)
+    for pos in [(1, 1), (1, 2), (1, 3), (1, 4)]:
+        small.add(pos, True)
+    assert small.horizon == (1, 4)
+    small.add((1, 4), False)
+    assert small.horizon == (1, 3)
+    small.add((1, 2), False)  # below every kept position: (1, 1) was not kept, so no barrier at all
+    assert small.horizon is None
