@@ -23,7 +23,7 @@ from typing import Any
 from cdc.common.errors import ConcurrentRunError
 from cdc.common.sql import lit
 from cdc.config.model import PipelineConfig, TableConfig
-from cdc.config.names import names
+from cdc.config.names import bootstrap_identifier, names
 from cdc.iceberg import snapshot_summary
 from cdc.iceberg.tables import exists, fresh_snapshot_id
 from cdc.kafka.plan import OffsetRange
@@ -36,7 +36,7 @@ SUMMARY_KEY = snapshot_summary.BOOTSTRAP  # the swap commit's summary: {"run_id"
 
 
 def staging_name(cfg: PipelineConfig, t: TableConfig) -> str:
-    return f"{cfg.catalog.name}.{cfg.metadata_namespace}.bootstrap__{t.target.replace('.', '__')}"
+    return f"{cfg.catalog.name}.{bootstrap_identifier(cfg.metadata_namespace, t.target)}"
 
 
 def claim(ledger: Ledger, t: TableConfig, state: TableState, run_id: str) -> int:
