@@ -112,6 +112,17 @@ def known_servers(rows: Iterable[Mapping[str, Any]]) -> dict[int, frozenset[str]
     return out
 
 
+def newest_resets(rows: Iterable[Mapping[str, Any]], batch_id: int) -> tuple[tuple[int, int], ...]:
+    """(partition, batch id) of each partition's newest committed ``reset`` row before ``batch_id``, from one table's
+    ledger rows (dicts with ``partition``, ``batch_id``, ``mode``, ``status``); pure."""
+    newest: dict[int, int] = {}
+    for r in rows:
+        if r.get("mode") == "reset" and r["status"] == "committed" and int(r["batch_id"]) < batch_id:
+            part = int(r["partition"])
+            newest[part] = max(int(r["batch_id"]), newest.get(part, 0))
+    return tuple(sorted(newest.items()))
+
+
 def bootstrap_row(pipeline: str, table: str, topic: str, batch_id: int, horizon: Sequence[int] | None, rows: int,
                   snapshot_id: int | None, run_id: str, owner: str, seconds: Mapping[str, float]) -> dict[str, Any]:
     """The ledger row of a finished bootstrap (column → value; timestamps are filled in by the writer). No horizon

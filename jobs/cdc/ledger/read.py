@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 from cdc.common.sql import lit
 from cdc.iceberg import generic_rows
 from cdc.iceberg.tables import iceberg_table
+from cdc.ledger.model import newest_resets
 from cdc.ledger.state import TableState, table_state
 
 # What a table's state is built from (``table_state``); ``claimed_at`` as epoch microseconds
@@ -58,3 +59,24 @@ def spark_rows(spark: Any, ledger: str, pipeline: str, tables: Sequence[str]) ->
     return [r.asDict() for r in spark.sql(
         f"SELECT {columns} FROM {ledger} WHERE pipeline = {lit(pipeline)} "
         f"AND table_name IN ({', '.join(lit(t) for t in tables)})").collect()]
+
+
+def reset_batches(spark: Any, ledger: str, table: str, batch_id: int) -> tuple[tuple[int, int], ...]:
+    """(partition, batch id) of each partition's newest committed cursor reset (``--reset-cursor``, mode ``reset``)
+    of ``table`` before ``batch_id``: rows the table holds from earlier batches came from that partition's offsets
+    before the reset (``cdc.merge.compaction``). Read as the session's catalog holds the ledger: at least as new as
+    the batch's own claim, and a reset is refused while a batch is pending. The table name alone selects its rows:
+    its staging and tombstones tables are named by metadata namespace and table, so two pipelines of one ledger
+    never write one table."""
+    table_j = iceberg_table(spark, ledger)
+    current = table_j.currentSnapshot()
+    if current is None:
+        return ()
+    columns = ("partition", "batch_id", "mode", "status")
+    rows = generic_rows.read(spark, table_j, int(current.snapshotId()), {"table_name": table, "mode": "reset"},
+                             columns)
+    if rows is None:
+        rows = [r.asDict() for r in spark.sql(
+            f"SELECT `partition`, batch_id, mode, status FROM {ledger} WHERE table_name = {lit(table)} "
+            "AND mode = 'reset'").collect()]
+    return newest_resets(rows, batch_id)

@@ -30,6 +30,7 @@ from cdc.iceberg.tables import (
     snapshot_id,
     target_state,
 )
+from cdc.ledger.read import reset_batches
 from cdc.merge import target_write
 from cdc.merge.bloom import bloom_filtered
 from cdc.merge.modes.runner import apply_append, apply_scd2, check_mode
@@ -88,9 +89,10 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
     of at most ``one_task_max_target_rows`` rows each is classified in one Spark task (``cdc.merge.sql.relation``)."""
     target = target_state(spark, names.target)  # the target as the merge starts: read once, handed down
     check_mode(target, write_mode)
+    resets = reset_batches(spark, names.ledger, names.target.split(".", 1)[1], batch_id) if compacted else ()
     if write_mode != "upsert":  # append (changelog) / scd2 (history): cdc.merge.modes
         return apply_mode(spark, names, batch_id, row_columns, key, ordering, write_mode, track_columns, stats, epochs,
-                          target, layout, compacted)
+                          target, layout, compacted, resets)
     soft = delete_mode == "soft"
     key_cols = [c for c in row_columns if c.name in key]
     ensure_target(spark, target, row_columns, key, ordering, soft, layout)
@@ -105,6 +107,7 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
         batch_id=batch_id, key=tuple(key), columns=tuple(c.name for c in row_columns), ordering=tuple(ordering),
         delete_mode=delete_mode, toast_columns=stats.toast_columns, barrier=barrier,
         gc_horizon=None if soft else align(gc_horizon(spark, names.tombstones), len(ordering)), compacted=compacted,
+        resets=resets,
         key_filter=(0 < stats.events_read <= filters.key_filter_max_changes
                     and filters.key_filter_min_target_rows <= rows),
     )
@@ -191,11 +194,11 @@ def read_actions(classified: Any, few: bool, located: Sequence[str] = ()) -> tup
 def apply_mode(spark: Any, names: TableNames, batch_id: int, row_columns: Sequence[Column], key: Sequence[str],
                ordering: Sequence[str], write_mode: str, track_columns: Sequence[str], stats: BatchStats,
                epochs: Epochs | None, target: TargetState, layout: TableLayout | None = None,
-               compacted: bool = False) -> ApplyResult:
+               compacted: bool = False, resets: tuple[tuple[int, int], ...] = ()) -> ApplyResult:
     spec = ModeSpec(target=names.target, staging=names.staging, batch_id=batch_id, key=tuple(key),
                     columns=tuple(c.name for c in row_columns), ordering=tuple(ordering),
                     toast_columns=stats.toast_columns, log=names.changes, track_columns=tuple(track_columns),
-                    compacted=compacted and bool(key))
+                    compacted=compacted and bool(key), resets=resets)
     point = lambda p: checkpoint(p)  # noqa: E731 - looked up per call (tests replace cdc.merge.apply.checkpoint)
     if write_mode == "append":
         counts = apply_append(spark, spec, row_columns, point, layout)

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from cdc.common.sql import key_join, lit, q
-from cdc.positions.sql import position_value, tuple_cmp_literal, tuple_eq, tuple_gt
+from cdc.merge.compaction import COMPACTED_DELETE, compaction_deletes_sql
+from cdc.positions.sql import tuple_cmp_literal, tuple_eq, tuple_gt
 from cdc.schema.columns import (
     BATCH_ID,
     DELETED,
@@ -79,6 +80,7 @@ class MergeSpec(Positioned):
     barrier: tuple[int, ...] | None = None  # newest truncate position known (this batch or earlier)
     gc_horizon: tuple[int, ...] | None = None  # highest position whose tombstones maintenance dropped
     compacted: bool = False  # compacted topic: Kafka tombstones delete their key (compaction_deletes_sql)
+    resets: tuple[tuple[int, int], ...] = ()  # compacted: (partition, batch id of its newest cursor reset before this)
     pk_moves: bool = False  # the batch has PK-move headers: __old_key/__new_key/__moved flow through (cdc.merge.pk_moves)
     key_filter: bool = False  # cut the target and tombstones to the batch's keys before joining them (``near``)
     locate_tombstones: bool = False  # classification names the file and row of each key's tombstone (hard deletes)
@@ -104,13 +106,10 @@ def _change_columns(spec: MergeSpec) -> tuple[str, ...]:
     return (*spec.columns, *spec.ordering, OP, PARTITION, OFFSET, SOURCE_TS_MS, UNAVAILABLE, *moves)
 
 
-# Kafka partition/offset of a delete derived from a Kafka tombstone on a compacted topic (its real ones are unknown).
-COMPACTED_DELETE = (2147483647, 9223372036854775807)
-
-
 def changes_sql(spec: MergeSpec) -> str:
     """The batch's change events that can still matter (after the truncate barrier); on compacted topics also the
-    deletes that Kafka tombstones stand for (``compaction_deletes_sql``)."""
+    deletes that Kafka tombstones stand for (``cdc.merge.compaction.compaction_deletes_sql``), those at the barrier
+    included (each came after the change whose position it takes: a bootstrap row's, at the horizon)."""
     where = [f"c.batch_id = {int(spec.batch_id)}", f"c.{q(KIND)} = 'change'", f"c.{q(OP)} IN ('c', 'u', 'd', 'r')"]
     cols = ", ".join(f"c.{q(x)}" if x != MOVED else f"i.{q(MOVED)}" for x in _change_columns(spec))
     source = f"{relation(spec, spec.staging)} c"
@@ -125,39 +124,11 @@ def changes_sql(spec: MergeSpec) -> str:
         changes += f" UNION ALL {compaction_deletes_sql(spec, changes)}"
     if spec.barrier is None:
         return changes
-    return f"SELECT * FROM ({changes}) c WHERE {tuple_cmp_literal('c', spec.ordering, spec.barrier, '>')}"
-
-
-def compaction_deletes_sql(spec: MergeSpec, changes: str) -> str:
-    """Compacted topics: a Kafka tombstone (null value, key k, partition p, offset o) deletes k, because compaction
-    may have removed the ``d`` event it followed. It carries no source position; the real delete's position was
-    greater than that of the change it followed (the latest change of k in partition p before o: in this batch, or
-    the table row when that came from p at a lower offset). So it gets that change's source position with the
-    greatest possible partition/offset (``COMPACTED_DELETE``): newer than every change at or before that source
-    position (redeliveries included), older than any greater one (a change from another partition after the key
-    moved still wins). With nothing of k before it in p it is ignored."""
-    k0 = q(spec.key[0])
-    keys = ", ".join(f"b.{q(k)}" for k in spec.key)
-    pos = ", ".join(f"'o{i}', c.{q(o)}" for i, o in enumerate(spec.ordering))
-    tomb = (f"SELECT {', '.join(q(k) for k in spec.key)}, {q(PARTITION)}, {q(OFFSET)} FROM {spec.staging} "
-            f"WHERE batch_id = {int(spec.batch_id)} AND {q(KIND)} = 'tombstone' AND {k0} IS NOT NULL")
-    in_batch = (f"SELECT {keys}, b.{q(PARTITION)}, b.{q(OFFSET)}, max_by(named_struct({pos}, 'off', c.{q(OFFSET)}), "
-                f"c.{q(OFFSET)}) AS `__prev` FROM ({tomb}) b JOIN ({changes}) c ON {key_join('b', 'c', spec.key)} "
-                f"AND c.{q(PARTITION)} = b.{q(PARTITION)} AND c.{q(OFFSET)} < b.{q(OFFSET)} "
-                f"GROUP BY {keys}, b.{q(PARTITION)}, b.{q(OFFSET)}")
-    table_first = (f"t.{k0} IS NOT NULL AND (i.`__prev` IS NULL OR t.{q(KAFKA_OFFSET)} > i.`__prev`.off)")
-    ords = [f"CASE WHEN {table_first} THEN {position_value('t', o)} ELSE i.`__prev`.o{n} END AS {q(o)}"
-            for n, o in enumerate(spec.ordering)]
-    row = [f"b.{q(c)}" if c in spec.key else f"NULL AS {q(c)}" for c in spec.columns]
-    part, off = COMPACTED_DELETE
-    return (f"SELECT {', '.join(row + ords)}, 'd' AS {q(OP)}, {part} AS {q(PARTITION)}, {off} AS {q(OFFSET)}, "
-            f"CAST(NULL AS BIGINT) AS {q(SOURCE_TS_MS)}, CAST(NULL AS ARRAY<STRING>) AS {q(UNAVAILABLE)}"
-            + "".join(f", NULL AS {q(c)}" for c in ((OLD_KEY, NEW_KEY, MOVED) if spec.pk_moves else ()))
-            + f" FROM ({tomb}) b LEFT JOIN ({in_batch}) i ON {key_join('b', 'i', spec.key)} "
-            f"AND i.{q(PARTITION)} = b.{q(PARTITION)} AND i.{q(OFFSET)} = b.{q(OFFSET)} "
-            f"LEFT JOIN {spec.target} t ON {key_join('b', 't', spec.key)} "
-            f"AND t.{q(KAFKA_PARTITION)} = b.{q(PARTITION)} AND t.{q(KAFKA_OFFSET)} < b.{q(OFFSET)} "
-            f"WHERE i.`__prev` IS NOT NULL OR t.{k0} IS NOT NULL")
+    keep = tuple_cmp_literal('c', spec.ordering, spec.barrier, '>')
+    if spec.compacted:  # a tombstone's delete came after the change whose position it takes: one at the barrier stays
+        keep = (f"({keep} OR (c.{q(PARTITION)} = {COMPACTED_DELETE[0]} AND NOT "
+                f"{tuple_cmp_literal('c', spec.ordering, spec.barrier, '<')}))")
+    return f"SELECT * FROM ({changes}) c WHERE {keep}"
 
 
 def _carry_struct(spec: MergeSpec, col: str) -> str:

@@ -4,8 +4,10 @@ On a compacted topic (``tables[].compacted``, or the topic's ``cleanup.policy=co
 Kafka tombstone (null value) with its key columns. Its ``d`` event may be gone, so the tombstone of key k (partition
 p, offset o) becomes a *compacted delete* of k (``compacted_deletes_sql``):
 
-* position: the greatest source position among k's changes in partition p before offset o (this batch's, or stored:
-  the append table / the scd2 change log); with nothing of k before it in p it is ignored (as in upsert mode).
+* position: the greatest source position among the changes of k it follows (``cdc.merge.compaction``: this batch's
+  in partition p before offset o; stored ones, in the append table / the scd2 change log, from p at a lower offset, or
+  from another partition, from before a cursor reset, unless the batch shows them newer); with nothing of k before it
+  it is ignored (as in upsert mode).
   Kafka partition/offset: ``cdc.merge.sql.COMPACTED_DELETE`` (its real ones are unknown), so it sorts after every change
   at that position and is told apart from a real delete (``is_compacted``).
 * ``__source_ts_ms`` (so scd2's ``__valid_to``): that change's ``source.ts_ms`` (the delete's own time was compacted
@@ -21,10 +23,23 @@ Identity stays key + position + op (+ compacted or not), so redeliveries and rep
 from __future__ import annotations
 
 from cdc.common.sql import key_join, q
+from cdc.merge import compaction
+from cdc.merge.compaction import COMPACTED_DELETE
 from cdc.merge.modes.spec import ModeSpec
-from cdc.merge.sql import COMPACTED_DELETE
 from cdc.positions.sql import position_value
-from cdc.schema.columns import KAFKA_OFFSET, KAFKA_PARTITION, KIND, OFFSET, OP, PARTITION, SOURCE_TS_MS, UNAVAILABLE
+from cdc.schema.columns import (
+    BATCH_ID,
+    KAFKA_OFFSET,
+    KAFKA_PARTITION,
+    KIND,
+    OFFSET,
+    OP,
+    PARTITION,
+    SOURCE_TS_MS,
+    UNAVAILABLE,
+)
+
+STORED_BATCH = "__bid"  # a known change's batch id (``known_sql``)
 
 KEYED = "('c', 'r', 'u', 'd')"
 
@@ -53,16 +68,19 @@ def tombstones_sql(spec: ModeSpec) -> str:
 
 
 def known_sql(spec: ModeSpec, changes: str, stored: str, keys: str) -> str:
-    """Keyed changes of ``keys`` (key, ordering, op, Kafka partition/offset, source ts; staging names): the batch's
-    ``changes`` and those stored in the append table (``stored='target'``) or the scd2 change log (``'log'``)."""
+    """Keyed changes of ``keys`` (key, ordering, op, Kafka partition/offset, source ts, batch id as ``__bid``;
+    staging names): the batch's ``changes`` and those stored in the append table (``stored='target'``) or the scd2
+    change log (``'log'``)."""
     own = [*spec.key, *spec.ordering, OP, PARTITION, OFFSET, SOURCE_TS_MS]
-    batch = f"SELECT {', '.join(q(c) for c in own)} FROM ({changes}) WHERE {q(OP)} IN {KEYED}"
+    batch = (f"SELECT {', '.join(q(c) for c in own)}, {int(spec.batch_id)} AS {q(STORED_BATCH)} FROM ({changes}) "
+             f"WHERE {q(OP)} IN {KEYED}")
     if stored == "log":
-        table, part, off = spec.log, PARTITION, OFFSET
+        table, part, off, bid = spec.log, PARTITION, OFFSET, "batch_id"
     else:
-        table, part, off = spec.target, KAFKA_PARTITION, KAFKA_OFFSET
+        table, part, off, bid = spec.target, KAFKA_PARTITION, KAFKA_OFFSET, BATCH_ID
     cols = [f"t.{q(c)}" for c in (*spec.key, *spec.ordering, OP)] + [
-        f"t.{q(part)} AS {q(PARTITION)}", f"t.{q(off)} AS {q(OFFSET)}", f"t.{q(SOURCE_TS_MS)}"]
+        f"t.{q(part)} AS {q(PARTITION)}", f"t.{q(off)} AS {q(OFFSET)}", f"t.{q(SOURCE_TS_MS)}",
+        f"t.{q(bid)} AS {q(STORED_BATCH)}"]
     kept = (f"SELECT {', '.join(cols)} FROM {table} t LEFT SEMI JOIN ({keys}) k ON {key_join('t', 'k', spec.key)} "
             f"WHERE t.{q(OP)} IN {KEYED}")
     return f"{batch} UNION ALL {kept}"
@@ -72,12 +90,14 @@ def compacted_deletes_sql(spec: ModeSpec, changes: str, stored: str) -> str:
     """The batch's compacted deletes as change rows (``cdc.merge.modes.append.change_columns``), one per key and position
     (module doc)."""
     keys = [q(k) for k in spec.key]
-    tomb = tombstones_sql(spec)
+    tomb = compaction.tombstones_sql(spec.staging, spec.batch_id, spec.key, spec.ordering)
     known = known_sql(spec, changes, stored, f"SELECT DISTINCT {', '.join(keys)} FROM ({tomb})")
     ords = ", ".join(f"'o{i}', {_pos('c', o)}" for i, o in enumerate(spec.ordering))
+    same, other = compaction.follows_sql("b", "c", PARTITION, OFFSET, STORED_BATCH, spec.ordering,
+                                         spec.batch_id, spec.resets)
     prior = (f"SELECT {', '.join('b.' + k for k in keys)}, max(named_struct({ords}, 'ts', c.{q(SOURCE_TS_MS)})) "
              f"AS `__prev` FROM ({tomb}) b JOIN ({known}) c ON {key_join('b', 'c', spec.key)} "
-             f"AND c.{q(PARTITION)} = b.{q(PARTITION)} AND c.{q(OFFSET)} < b.{q(OFFSET)} AND NOT {is_compacted('c')} "
+             f"AND ({same} OR {other}) AND NOT {is_compacted('c')} "
              f"GROUP BY {', '.join('b.' + k for k in keys)}, b.{q(PARTITION)}, b.{q(OFFSET)}")
     placed = (f"SELECT DISTINCT {', '.join(keys)}, "
               + ", ".join(f"`__prev`.o{i} AS {q(o)}" for i, o in enumerate(spec.ordering))

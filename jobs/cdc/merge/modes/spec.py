@@ -35,4 +35,5 @@ class ModeSpec(Positioned):
     log: str = ""  # scd2: the change log table
     track_columns: tuple[str, ...] = ()  # scd2: only changes of these open a version (empty: every update)
     compacted: bool = False  # compacted topic: Kafka tombstones stand for deletes (cdc.merge.modes.compacted)
+    resets: tuple[tuple[int, int], ...] = ()  # compacted: (partition, batch id of its newest cursor reset before this)
     opaque_columns: tuple[str, ...] = ()  # row columns Spark cannot compare or group (maps): compared as JSON

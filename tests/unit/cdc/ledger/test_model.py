@@ -1,6 +1,6 @@
 """The committed-cursor rule (pure) and the cursor reset's plan."""
 
-from cdc.ledger.model import FORGOTTEN, committed_cursor, cursor_sql, newest_positions
+from cdc.ledger.model import FORGOTTEN, committed_cursor, cursor_sql, newest_positions, newest_resets
 from cdc.run.reset import cursor_moves
 
 
@@ -49,3 +49,10 @@ def test_a_reset_written_twice_moves_the_cursor_as_once():
     (CommitStateUnknownException); if it had, the reset's rows are there twice: same batch id, same ends."""
     once = [row(1, 0, 50), row(2, 0, 10, mode="reset"), row(2, 1, 4, mode="reset")]
     assert committed_cursor(once + once[1:], "a.b") == committed_cursor(once, "a.b") == {"t": {0: 10, 1: 4}}
+
+
+def test_newest_resets_are_the_committed_reset_rows_before_the_batch_per_partition():
+    rows = [row(2, 0, 0, mode="reset"), row(5, 0, 3, mode="reset"), row(7, 0, 1, mode="reset", status="claimed"),
+            row(4, 1, 0, mode="reset"), row(9, 1, 0, mode="reset"), row(6, 2, 10)]
+    assert newest_resets(rows, 9) == ((0, 5), (1, 4))  # the batch's own id and later ones do not count
+    assert newest_resets([row(1, 0, 10)], 2) == ()
