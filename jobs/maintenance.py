@@ -163,7 +163,8 @@ class Maintenance:
 
     def gc_watermark(self, t: "TableConfig") -> tuple[int, ...] | None:
         """The newest source position that every partition of the table's topic has passed (the least, over its
-        partitions, of the newest position committed from each); None while a partition that delivered changes has
+        partitions, of the newest position incremental batches committed from each: the cursor's, never a backfill's,
+        which may have run ahead of it over changes the cursor has still to read); None while a partition that delivered changes has
         no recorded position (batches from before positions were recorded)."""
         from cdc.common.sql import lit
         from cdc.ledger.model import newest_positions
@@ -175,7 +176,7 @@ class Maintenance:
         rows = self.spark.sql(
             f"SELECT `partition`, max_position, events_read - events_skipped - dead_letters AS changes FROM {ledger} "
             f"WHERE pipeline = {lit(self.cfg.pipeline)} AND table_name = {lit(t.target)} AND topic = {lit(t.topic)} "
-            "AND status = 'committed'").collect()
+            "AND status = 'committed' AND mode = 'incremental'").collect()  # a backfill may run ahead of the cursor
         newest = newest_positions(rows)
         changed = {r["partition"] for r in rows if r["changes"]}
         if not newest or changed - set(newest):
