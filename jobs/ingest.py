@@ -6,7 +6,8 @@
 
 The last line of stdout is a JSON summary. With several tables a failing table does not stop the others: it is
 listed with ``status: failed`` and its error (also one ``ERROR`` line on stderr) and the exit code is the worst of
-the tables' (``cdc.run.group``); ``batch.table_concurrency`` tables run at once. Exit codes
+the tables' (``cdc.run.group``); ``batch.table_concurrency`` tables run at once. A topic a ``topic_pattern`` makes
+ambiguous (``cdc.config.routing``) is such a failed table (exit 2); the others run. Exit codes
 (``cdc.common.cli_contract.ExitCode``): 0 ok, 2 a person must act (config, schema, bad data), 75 transient (broker/registry
 down, concurrent run: retry later), 1 anything else.
 Errors are one line on stderr. Timestamps are ISO-8601 or epoch milliseconds (see ``cdc.common.cli_contract``).
@@ -85,10 +86,11 @@ def run(args: argparse.Namespace, own_process: bool) -> int:
             if args.max_records < 1:
                 raise ConfigError(f"{cli.MAX_RECORDS} must be >= 1")
             cfg = cfg.with_batch(max_records_per_partition=args.max_records)
-        from cdc.kafka.topics import resolve_pipeline
+        from cdc.kafka.topics import route_pipeline
 
-        cfg = resolve_pipeline(cfg)  # topic_pattern entries → one table per matching topic, at every run
-        tables = list(cfg.select(args.table))
+        routes = route_pipeline(cfg)  # topic_pattern entries → one table per matching topic, at every run
+        cfg, (selected, aside) = routes.cfg, routes.select(args.table)
+        tables = list(selected)
         bounds = bounds_from_args(args)
         mode = "reset" if args.reset_cursor else args.mode
         if args.reset_cursor and (args.mode != "incremental" or args.dry_run or bounds.default != type(bounds.default)()
@@ -96,14 +98,21 @@ def run(args: argparse.Namespace, own_process: bool) -> int:
             raise ConfigError(f"{cli.RESET_CURSOR} takes only {cli.TABLE} and {cli.START_OFFSETS}")
         if mode == "incremental" and has_range(bounds):
             raise ConfigError("--start/--end offsets and timestamps need --mode backfill")
-        from cdc.run.batch import run_batch
-        from cdc.spark.session import build_session, preload_modules
+        from cdc.run.group import failed_entry
 
-        preload_modules()  # while the JVM starts
+        # an ambiguous topic (two patterns, a shared target or helper tables) is a failed table; the others run
+        failed = [failed_entry(u.table, mode, ConfigError(u.error), 0.0) for u in aside]
+        if failed and not tables:
+            summary = {"pipeline": cfg.pipeline, "mode": mode, "tables": failed}
+        else:
+            from cdc.run.batch import run_batch
+            from cdc.spark.session import build_session, preload_modules
 
-        # The class archive only for a process of its own (the command line): ending it stops Spark and the JVM
-        spark = build_session(cfg, f"cdc-ingest-{cfg.pipeline}", args.master, class_cache=own_process)
-        summary = run_batch(spark, cfg, tables, mode, args.dry_run, bounds, isolate=True)
+            preload_modules()  # while the JVM starts
+
+            # The class archive only for a process of its own (the command line): ending it stops Spark and the JVM
+            spark = build_session(cfg, f"cdc-ingest-{cfg.pipeline}", args.master, class_cache=own_process)
+            summary = run_batch(spark, cfg, tables, mode, args.dry_run, bounds, isolate=True, failed=failed)
     except (Exception, KeyboardInterrupt) as exc:  # one line on stderr, the exit code of its class
         from cdc.run.outcome import job_failed
 

@@ -14,8 +14,12 @@ Every matching topic becomes its own table with the entry's settings. Rules (``r
   patterns on ``<prefix>\\.<schema>\\.``.
 * A topic listed by an explicit entry (``topic:``) is never claimed by a pattern (explicit entries win).
 * A topic matched by two patterns, two tables with one target, or two targets whose helper tables would be the same
-  (``shop.a__b`` and ``shop__a.b``: ``cdc.config.names``) is a ``ConfigError`` naming both (exit 2): the run stops
-  before anything is read, for every table of the pipeline, until the pattern or a target is changed.
+  (``shop.a__b`` and ``shop__a.b``: ``cdc.config.names``) is ambiguous. ``resolve_isolated`` sets such topics
+  aside (``Unresolved``: the table as resolved and a ``ConfigError`` message naming both sides and what to do) and
+  resolves the others: the ingest job reports them as failed tables (exit 2) while the pipeline's other tables run,
+  until the pattern or a target is changed. An explicit entry (``topic:``) keeps its target: only the topic a
+  pattern routes onto it (or onto a target sharing its helper tables) is set aside. ``resolve`` raises the first.
+  A topic whose groups render no valid target is set aside the same way.
 * Group values are sanitised to identifier characters, deterministically: lower-cased, every character outside
   ``[a-z0-9_]`` (``.``, ``-``, ``$``, ...) becomes ``_``; a name part that would start with a digit gets a leading
   ``_``. So ``dbserver1.public.Order-Items`` → ``inventory.order_items``.
@@ -27,12 +31,12 @@ since the last run is ingested by the next one. Nothing here runs at DAG parse t
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Sequence
 
 from cdc.common.errors import ConfigError
 from cdc.config.model import TableConfig
-from cdc.config.names import collision_problem, helper_collision
+from cdc.config.names import collision_problem, helper_suffix
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _GROUP_REF = re.compile(r"\$(\d+)")
@@ -96,51 +100,103 @@ def claimable(topic: str) -> bool:
     return not topic.startswith("__")
 
 
+@dataclass(frozen=True)
+class Unresolved:
+    """A topic a pattern claims whose table is ambiguous: ``table`` (the entry with the topic and the target it
+    resolves to) is not run; ``error`` says why, naming both sides, and what to do (a ``ConfigError``'s message)."""
+
+    table: TableConfig
+    error: str
+
+
 def resolve(tables: Sequence[TableConfig], topics: Iterable[str], src: str = "<memory>",
             metadata_namespace: str = "") -> tuple[TableConfig, ...]:
+    """``resolve_isolated`` for callers that need every table: raises a ``ConfigError`` on the first conflict."""
+    out, unresolved = resolve_isolated(tables, topics, src, metadata_namespace)
+    if unresolved:
+        raise ConfigError(unresolved[0].error)
+    return out
+
+
+def resolve_isolated(tables: Sequence[TableConfig], topics: Iterable[str], src: str = "<memory>",
+                     metadata_namespace: str = "") -> tuple[tuple[TableConfig, ...], tuple[Unresolved, ...]]:
     """Config entries + the broker's topic names → concrete tables (pattern entries replaced, in place, by one
-    table per matching topic, sorted by topic). Raises ``ConfigError`` on conflicts, naming both sides (two targets
-    sharing helper tables too: ``cdc.config.names``)."""
+    table per matching topic, sorted by topic) and the topics set aside as ambiguous (see the module's rules)."""
     explicit = {t.topic for t in tables if t.topic}
     patterns = [(i, t, re.compile(t.topic_pattern)) for i, t in enumerate(tables) if not t.topic]
     claimed: dict[int, list[TableConfig]] = {i: [] for i, _, _ in patterns}
+    bad: list[Unresolved] = []
     for topic in sorted(set(topics)):
         if topic in explicit or not claimable(topic):
             continue
         hits = [(i, t, m) for i, t, rx in patterns for m in [rx.fullmatch(topic)] if m]
         if len(hits) > 1:
-            (i, a, _), (j, b, _) = hits[:2]
-            raise ConfigError(f"{src}: topic {topic} matches two patterns, tables[{i}].topic_pattern "
-                              f"'{a.topic_pattern}' and tables[{j}].topic_pattern '{b.topic_pattern}'; make the "
-                              "patterns exclusive or list the topic explicitly (explicit entries win)")
+            (i, a, ma), (j, b, mb) = hits[:2]
+            error = (f"{src}: topic {topic} matches two patterns, tables[{i}].topic_pattern '{a.topic_pattern}' "
+                     f"(table {render(a.target, ma)}) and tables[{j}].topic_pattern '{b.topic_pattern}' (table "
+                     f"{render(b.target, mb)}); make the patterns exclusive or list the topic explicitly (explicit "
+                     f"entries win). {_WAITS.format(topic)}")
+            bad += [Unresolved(replace(e, topic=topic, target=render(e.target, m)), error) for _, e, m in hits]
+            continue
         if hits:
             i, entry, m = hits[0]
             target = render(entry.target, m)
             if len(target.split(".")) < 2 or not all(_NAME.match(p) for p in target.split(".")):
-                raise ConfigError(f"{src}: topic {topic} resolves to {target!r} by tables[{i}] (topic_pattern "
-                                  f"'{entry.topic_pattern}', target '{entry.target}'), not a valid namespace.table; "
-                                  "change the pattern so its groups are never empty")
+                bad.append(Unresolved(replace(entry, topic=topic, target=target), (
+                    f"{src}: topic {topic} resolves to {target!r} by tables[{i}] (topic_pattern "
+                    f"'{entry.topic_pattern}', target '{entry.target}'), not a valid namespace.table; change the "
+                    f"pattern so its groups are never empty. {_WAITS.format(topic)}")))
+                continue
             claimed[i].append(replace(entry, topic=topic, target=target))
     out: list[TableConfig] = []
     for i, t in enumerate(tables):
         out.extend(claimed[i] if not t.topic else [t])
-    owners: dict[str, TableConfig] = {}
-    for t in out:
-        other = owners.setdefault(t.target.lower(), t)
-        if other is not t:
-            raise ConfigError(f"{src}: topics {other.topic} and {t.topic} both resolve to table {t.target}"
-                              f"{_origin(other)}{_origin(t)}; change a target or a topic_pattern so each topic "
-                              "has its own table")
-    clash = helper_collision(t.target for t in out)
-    if clash:
-        a, b = (next(t for t in out if t.target == x) for x in clash)
-        raise ConfigError(f"{src}: topic {a.topic}{_origin(a)} and topic {b.topic}{_origin(b)}: "
-                          f"{collision_problem(a.target, b.target, metadata_namespace)}, or change the topic_pattern")
-    return tuple(out)
+    aside: set[int] = set()
+    for same in _groups(out, lambda t: t.target.lower()):
+        a, b = same[:2]
+        losers = _losers(same)
+        error = (f"{src}: topics {a.topic} and {b.topic} both resolve to table {b.target}{_origin(a)}{_origin(b)}; "
+                 f"change a target or a topic_pattern so each topic has its own table. {_waits(same, losers)}")
+        bad += [Unresolved(t, error) for t in losers]
+        aside |= {id(t) for t in losers}
+    for same in _groups([t for t in out if id(t) not in aside], lambda t: helper_suffix(t.target).lower()):
+        a, b = same[:2]
+        losers = _losers(same)
+        error = (f"{src}: topic {a.topic}{_origin(a)} and topic {b.topic}{_origin(b)}: "
+                 f"{collision_problem(a.target, b.target, metadata_namespace)}, or change the topic_pattern. "
+                 f"{_waits(same, losers)}")
+        bad += [Unresolved(t, error) for t in losers]
+        aside |= {id(t) for t in losers}
+    return tuple(t for t in out if id(t) not in aside), tuple(bad)
+
+
+_WAITS = "Until then topic {} is not ingested (the pipeline's other tables are)"
+
+
+def _groups(tables: Sequence[TableConfig], key: Any) -> list[list[TableConfig]]:
+    """The tables sharing a ``key`` with another, grouped, in order."""
+    found: dict[str, list[TableConfig]] = {}
+    for t in tables:
+        found.setdefault(key(t), []).append(t)
+    return [same for same in found.values() if len(same) > 1]
+
+
+def _losers(same: Sequence[TableConfig]) -> list[TableConfig]:
+    """The tables of a conflict that are set aside: those a pattern resolved when an explicit entry is among them
+    (it keeps its target), else all."""
+    routed = [t for t in same if t.topic_pattern]
+    return routed if len(routed) < len(same) else list(same)
+
+
+def _waits(same: Sequence[TableConfig], losers: Sequence[TableConfig]) -> str:
+    kept = [t.topic for t in same if t not in losers]
+    return (f"Until then topic(s) {', '.join(t.topic for t in losers)} are not ingested"
+            + (f"; topic {kept[0]} keeps its table (its entry is explicit)" if kept else "")
+            + " (the pipeline's other tables are)")
 
 
 def _origin(t: TableConfig) -> str:
     return f" ({t.topic} by topic_pattern '{t.topic_pattern}')" if t.topic_pattern else ""
 
 
-__all__ = ["resolve", "render", "sanitise", "check_entry", "claimable"]
+__all__ = ["resolve", "resolve_isolated", "Unresolved", "render", "sanitise", "check_entry", "claimable"]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
-from cdc.common.errors import KafkaUnavailable
-from cdc.config.model import PipelineConfig
-from cdc.config.routing import resolve
+from cdc.common.errors import ConfigError, KafkaUnavailable
+from cdc.config.model import PipelineConfig, TableConfig
+from cdc.config.routing import Unresolved, resolve_isolated
 from cdc.kafka.offsets import new_consumer
 
 
@@ -29,10 +29,44 @@ def list_topics(kafka_conf: Mapping[str, Any], timeout: float = 10.0) -> list[st
 
 def resolve_pipeline(cfg: PipelineConfig, topics: Iterable[str] | None = None,
                      timeout: float | None = None) -> PipelineConfig:
-    """``cfg`` with its pattern entries resolved against ``topics`` (default: the broker's). A config without
-    patterns is returned as is, without asking the broker."""
+    """``cfg`` with its pattern entries resolved against ``topics`` (default: the broker's); an ambiguous topic is a
+    ``ConfigError`` (jobs that need every table: maintenance, bootstrap). A config without patterns is returned as
+    is, without asking the broker."""
+    routes = route_pipeline(cfg, topics, timeout)
+    if routes.unresolved:
+        raise ConfigError(routes.unresolved[0].error)
+    return routes.cfg
+
+
+@dataclass(frozen=True)
+class Routes:
+    """A pipeline resolved now: ``cfg`` with the tables that run, and the topics set aside as ambiguous
+    (``cdc.config.routing.Unresolved``), which the ingest job reports as failed tables while the others run."""
+
+    cfg: PipelineConfig
+    unresolved: tuple[Unresolved, ...] = ()
+
+    def select(self, names: list[str] | None) -> tuple[tuple[TableConfig, ...], tuple[Unresolved, ...]]:
+        """The tables ``names`` select (targets, topics or table names; none: all) and the set-aside ones they name;
+        a name neither knows is the ``ConfigError`` of ``PipelineConfig.select``."""
+        if not names:
+            return self.cfg.tables, self.unresolved
+
+        def named(t: TableConfig, n: str) -> bool:
+            return n in (t.target, t.topic, t.table)
+
+        aside = tuple(u for u in self.unresolved if any(named(u.table, n) for n in names))
+        run = [n for n in names if any(named(t, n) for t in self.cfg.tables) or not any(named(u.table, n)
+                                                                                        for u in aside)]
+        return (self.cfg.select(run) if run else ()), aside
+
+
+def route_pipeline(cfg: PipelineConfig, topics: Iterable[str] | None = None,
+                   timeout: float | None = None) -> Routes:
+    """``resolve_pipeline`` that sets ambiguous topics aside instead of raising (``cdc.config.routing``)."""
     if not cfg.has_patterns:
-        return cfg
+        return Routes(cfg)
     if topics is None:
         topics = list_topics(cfg.kafka, timeout if timeout is not None else cfg.batch.read_timeout_seconds)
-    return replace(cfg, tables=resolve(cfg.tables, topics, cfg.source_path, cfg.metadata_namespace))
+    tables, unresolved = resolve_isolated(cfg.tables, topics, cfg.source_path, cfg.metadata_namespace)
+    return Routes(replace(cfg, tables=tables), unresolved)

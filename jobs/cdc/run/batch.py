@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Sequence
 
 from cdc.bootstrap import claim as bootstrap_claim
 from cdc.common.cli_contract import BackfillBounds, Bounds
@@ -82,12 +82,15 @@ class BatchSchema:
 
 
 def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: str = "incremental",
-              dry_run: bool = False, bounds: BackfillBounds | None = None, isolate: bool = False) -> dict[str, Any]:
+              dry_run: bool = False, bounds: BackfillBounds | None = None, isolate: bool = False,
+              failed: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """Run one batch for each table (backfill: batches until the requested range is done); return the summary.
 
     ``isolate`` (the CLI): with several tables, a table that fails is reported in the summary (``status: failed``,
     its error and exit code) and the others still run, ``batch.table_concurrency`` at a time (``cdc.run.group``);
-    otherwise the first error is raised."""
+    otherwise the first error is raised. ``failed``: summary entries of tables that failed before the run (ambiguous
+    ``topic_pattern`` topics, ``cdc.kafka.topics.Routes``), listed after the others; with them one table is isolated
+    too."""
     progress.start_run(cfg)
     try:
         ensure_meta_tables(spark, cfg)
@@ -97,7 +100,7 @@ def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: 
         raise unwrap_task_error(exc, f"catalog {cfg.catalog.name}: cannot create the metadata tables in namespace "
                                      f"{cfg.metadata_namespace}") from exc
     ledger = Ledger(spark, f"{cfg.catalog.name}.{cfg.metadata_namespace}.ledger", cfg.pipeline)
-    if isolate and len(tables) > 1:  # one table's failure does not stop the others (cdc.run.group)
+    if isolate and (len(tables) > 1 or failed):  # one table's failure does not stop the others (cdc.run.group)
 
         # every table plans from one ledger read (Ledger.states) instead of a read each
         planned = ledger.states({t.target: t.topic for t in tables}) if mode == "incremental" else {}
@@ -113,7 +116,7 @@ def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: 
                    "tables": [run_table(spark, cfg, t, ledger, mode, dry_run, bounds) for t in tables]}
     if not dry_run:
         keep_history_short(spark, ledger.name)
-    return summary
+    return {**summary, "tables": [*summary["tables"], *failed]}
 
 
 def run_table(spark: Any, cfg: PipelineConfig, t: TableConfig, ledger: Ledger, mode: str, dry_run: bool,

@@ -1,6 +1,7 @@
 """Topic routing end to end: a ``topic_pattern`` entry on the local broker, run as users run the job (CLI
 subprocesses): two matching topics become two tables; a topic created between runs is ingested by the next run
-(with its name sanitised); ``--table`` takes a resolved name; conflicting patterns stop the run with exit 2."""
+(with its name sanitised); ``--table`` takes a resolved name; a topic whose table is ambiguous (two patterns, a
+shared target or helper tables) is a failed table of the run (exit 2) while the others run their batch."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def test_pattern_tables_follow_the_topics_on_the_broker(tmp_path, broker, wareho
     assert rows(spark, f"{ns}.customers") == {1: "c1", 2: "c2"}  # not selected: its new delete waits
 
 
-def test_explicit_entry_wins_and_conflicts_stop_the_run(tmp_path, broker, warehouse, spark):
+def test_explicit_entry_wins_and_a_topic_of_two_patterns_fails_alone(tmp_path, broker, warehouse, spark):
     prefix, ns = unique("rt"), unique("routed")
     for name in ("a", "b"):
         broker.create_topic(f"{prefix}.public.{name}")
@@ -88,10 +89,18 @@ def test_explicit_entry_wins_and_conflicts_stop_the_run(tmp_path, broker, wareho
         {"topic_pattern": prefix + r"\.public\.(.*)", "target": ns + ".$1"},
         {"topic_pattern": prefix + r"\.(.*)\.b", "target": ns + ".other_$1"}])
     res = run_cli(clash)
-    assert res.returncode == 2
+    assert res.returncode == 2, res.stderr[-2000:]
     line = res.stderr.strip().splitlines()[-1]
     assert line.startswith(f"ERROR [ConfigError] {clash}: topic {prefix}.public.b matches two patterns"), line
     assert "tables[0]" in line and "tables[1]" in line
+    # only the ambiguous topic stops: the other topic of the pattern runs its batch
+    tables = {(t["table"], t["topic"]): t for t in summary_of(res)["tables"]}
+    assert tables[(f"{ns}.a", f"{prefix}.public.a")]["status"] == "committed"
+    assert rows(spark, f"{ns}.a") == {1: "a"}
+    for target in (f"{ns}.b", f"{ns}.other_public"):  # the topic's table under either pattern
+        failed = tables[(target, f"{prefix}.public.b")]
+        assert (failed["status"], failed["error_class"], failed["exit_code"]) == ("failed", "ConfigError", 2)
+        assert failed["error"] == line.removeprefix("ERROR [ConfigError] ")
 
 
 def test_targets_that_would_share_helper_tables_stop_the_run_naming_both(tmp_path, broker, warehouse, spark):
@@ -110,3 +119,41 @@ def test_targets_that_would_share_helper_tables_stop_the_run_naming_both(tmp_pat
     assert line.startswith(f"ERROR [ConfigError] {config}: topic {topics[0]}"), line
     assert f"targets {ns}_shop.a__b and {ns}_shop__a.b would share their helper tables" in line, line
     assert f"staging__{ns}_shop__a__b" in line and "rename one of the two targets" in line
+
+
+def test_a_new_colliding_topic_fails_its_tables_and_the_others_run(tmp_path, broker, warehouse, spark):
+    """Two topics created since the last run whose targets would share helper tables (``shop.a__b``,
+    ``shop__a.b``): the run reports both tables failed, naming both topics and targets and what to do, and exits 2
+    as a failed table does; the pattern's healthy table still commits its batch, and nothing is written for the
+    colliding pair."""
+    prefix, ns = unique("rt"), unique("iso")
+    healthy = f"{prefix}.shop.orders"
+    broker.create_topic(healthy)
+    produce(broker.bootstrap, healthy, [pg("c", 1, {"id": 1, "name": "o1", "bio": None}, 1)])
+    config = write(tmp_path / "p.yaml", broker.bootstrap, warehouse, [
+        {"topic_pattern": prefix + r"\.(\w+)\.(\w+)", "target": ns + "_$1.$2"}])
+    first = run_cli(config)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert rows(spark, f"{ns}_shop.orders") == {1: "o1"}
+
+    topics, targets = [f"{prefix}.shop.a__b", f"{prefix}.shop__a.b"], [f"{ns}_shop.a__b", f"{ns}_shop__a.b"]
+    for t in topics:
+        broker.create_topic(t)
+        produce(broker.bootstrap, t, [pg("c", 1, {"id": 1, "name": t, "bio": None}, 1)])
+    produce(broker.bootstrap, healthy, [pg("u", 1, {"id": 1, "name": "o1b", "bio": None}, 2),
+                                        pg("c", 2, {"id": 2, "name": "o2", "bio": None}, 3)])
+    res = run_cli(config)
+    assert res.returncode == 2, res.stderr[-2000:]
+    tables = {t["topic"]: t for t in summary_of(res)["tables"]}
+    assert set(tables) == {healthy, *topics}
+    assert (tables[healthy]["status"], tables[healthy]["events_read"]) == ("committed", 2)
+    assert rows(spark, f"{ns}_shop.orders") == {1: "o1b", 2: "o2"}
+    for topic, target in zip(topics, targets):
+        failed = tables[topic]
+        assert (failed["table"], failed["status"], failed["error_class"], failed["exit_code"]) == (
+            target, "failed", "ConfigError", 2)
+        msg = failed["error"]
+        assert all(name in msg for name in (*topics, *targets)), msg
+        assert "rename one of the two targets" in msg and "not ingested" in msg, msg
+        assert f"ERROR [ConfigError] {msg}" in res.stderr
+        assert not spark.catalog.tableExists(f"lake.{target}")  # nothing was written for the pair

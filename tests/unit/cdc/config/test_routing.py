@@ -135,3 +135,58 @@ def test_resolve_pipeline_selects_resolved_names():
     assert [t.topic for t in c.select(["inventory.orders"])] == ["dbserver1.public.orders"]
     with pytest.raises(ConfigError):
         c.select(["inventory.$1"])
+
+
+def test_resolve_isolated_sets_only_the_ambiguous_topics_aside():
+    from cdc.config.routing import resolve_isolated
+
+    c = cfg(PATTERN, {"topic_pattern": r"dbserver1\.(.*)\.orders", "target": "other.$1"})
+    topics = ["dbserver1.public.customers", "dbserver1.public.orders", "dbserver1.public.a-b",
+              "dbserver1.public.a_b", "dbserver1.public.x__y", "dbserver1.public."]
+    out, aside = resolve_isolated(c.tables, topics, "p.yaml")
+    assert [(t.topic, t.target) for t in out] == [("dbserver1.public.customers", "inventory.customers"),
+                                                  ("dbserver1.public.x__y", "inventory.x__y")]
+    assert [(u.table.topic, u.table.target) for u in aside] == [
+        ("dbserver1.public.", "inventory."),  # empty group
+        ("dbserver1.public.orders", "inventory.orders"), ("dbserver1.public.orders", "other.public"),  # 2 patterns
+        ("dbserver1.public.a-b", "inventory.a_b"), ("dbserver1.public.a_b", "inventory.a_b")]  # one target
+    assert all("not ingested" in u.error and u.error.startswith("p.yaml: ") for u in aside)
+    assert "inventory.orders" in aside[1].error and "other.public" in aside[1].error
+    with pytest.raises(ConfigError) as exc:  # resolve: the first, as before
+        resolve(c.tables, topics, "p.yaml")
+    assert str(exc.value) == aside[0].error
+
+
+def test_an_explicit_entry_keeps_its_target_when_a_pattern_topic_collides_with_it():
+    from cdc.config.routing import resolve_isolated
+
+    c = cfg({"topic": "legacy.customers", "target": "inventory.Customers"}, PATTERN)
+    out, aside = resolve_isolated(c.tables, ["legacy.customers", "dbserver1.public.customers",
+                                             "dbserver1.public.orders"])
+    assert [t.topic for t in out] == ["legacy.customers", "dbserver1.public.orders"]
+    assert [u.table.topic for u in aside] == ["dbserver1.public.customers"]
+    assert "legacy.customers keeps its table" in aside[0].error
+    helper = cfg({"topic": "legacy.a", "target": "shop.a__b"},
+                 {"topic_pattern": r"db\.(\w+)\.(\w+)", "target": "$1.$2"})
+    out, aside = resolve_isolated(helper.tables, ["legacy.a", "db.shop__a.b", "db.shop.c"])
+    assert [t.topic for t in out] == ["legacy.a", "db.shop.c"]  # config order
+    assert [u.table.target for u in aside] == ["shop__a.b"] and "would share their helper tables" in aside[0].error
+
+
+def test_routes_select_reports_set_aside_tables_it_names():
+    from cdc.kafka.topics import route_pipeline
+
+    routes = route_pipeline(cfg(PATTERN), topics=["dbserver1.public.orders", "dbserver1.public.a-b",
+                                                  "dbserver1.public.a_b"])
+    assert [t.target for t in routes.cfg.tables] == ["inventory.orders"]
+    tables, aside = routes.select(None)
+    assert [t.target for t in tables] == ["inventory.orders"] and len(aside) == 2
+    tables, aside = routes.select(["inventory.a_b"])
+    assert tables == () and [u.table.topic for u in aside] == ["dbserver1.public.a-b", "dbserver1.public.a_b"]
+    tables, aside = routes.select(["inventory.orders", "dbserver1.public.a-b"])
+    assert [t.target for t in tables] == ["inventory.orders"] and [u.table.topic for u in aside] == [
+        "dbserver1.public.a-b"]
+    with pytest.raises(ConfigError):
+        routes.select(["inventory.nope"])
+    with pytest.raises(ConfigError):  # every table needed (maintenance, bootstrap): the first conflict
+        resolve_pipeline(cfg(PATTERN), topics=["dbserver1.public.a-b", "dbserver1.public.a_b"])
