@@ -185,3 +185,39 @@ def test_modes_a_tombstone_follows_a_change_from_another_partition_after_partiti
     else:
         assert history(p) == [(1, "a", 10, None, True), (2, "b", 11, 11, False), (2, "moved", 40, None, True),
                               (3, "c", 12, 12, False), (4, "d", 25, None, True)]
+
+
+KNOWN_LIMIT = ("a tombstone whose d was compacted away, at the end of a batch, with its key's re-creation in the next "
+               "one: docs/failure-modes.md, compacted topics")
+
+
+@pytest.mark.xfail(strict=True, reason=KNOWN_LIMIT)
+def test_a_batch_cut_between_a_tombstone_and_its_keys_re_creation_before_the_snapshot(make_pipe):
+    """Key 2 deleted and re-created before the bootstrap snapshot (its ``d`` compacted away), the batch ending right
+    after the tombstone: the batch cannot tell the tombstone came before the snapshot."""
+    p = make_pipe(compacted=True)
+    bootstrapped(p, [row(i, f"boot{i}") for i in (1, 2)], (50, 50))
+    p.send(tombstone(2), pg("c", 2, row(2, "re-created before the snapshot"), 40), pg("c", 5, row(5, "e"), 60))
+    p.cfg = p.cfg.with_batch(max_records_per_partition=1)
+    for _ in range(5):
+        if p.run()["status"] == "empty":
+            break
+    assert live(p) == {1: "boot1", 2: "boot2", 5: "e"}
+
+
+@pytest.mark.xfail(strict=True, reason=KNOWN_LIMIT)
+def test_a_replay_after_a_backward_cursor_reset_cut_between_a_tombstone_and_a_re_creation(make_pipe):
+    """The same topic replayed from offset 0 (``--reset-cursor`` backwards): key 1's tombstone, then its re-creation,
+    in two batches."""
+    p = make_pipe(compacted=True)
+    p.send(pg("c", 1, row(1, "a"), 10), tombstone(1), pg("c", 1, row(1, "a again"), 30), pg("c", 2, row(2, "b"), 40))
+    p.run()
+    assert live(p) == {1: "a again", 2: "b"}
+    from tests.scenarios.test_correctness_scenarios import _bounds
+
+    assert p.run(mode="reset", bounds=_bounds(p.topic, start={0: 0}))["status"] == "reset"
+    p.cfg = p.cfg.with_batch(max_records_per_partition=2)
+    for _ in range(5):
+        if p.run()["status"] == "empty":
+            break
+    assert live(p) == {1: "a again", 2: "b"}
