@@ -137,3 +137,28 @@ tables:
 
     dag = build_maintenance_dag(load_settings(), load_config(tmp_path / "routed.yaml"))
     assert dag.params.get_param("tables").schema["items"] == {"type": "string"}
+
+
+def test_ambiguous_topics_are_failed_tables_and_the_others_are_ingested(env: dict[str, Any]) -> None:
+    """Two topics resolving to one target (``Orders`` and ``orders`` → ``routed.orders``): the plan task plans the
+    other tables, the publish task reports the pair as failed tables (the DAG run fails), nothing runs for them."""
+    for name in ("customers", "legacy", "Orders", "orders"):
+        add_topic(env, name)
+    dr, tis = run({})
+    assert dr.state == "failed", {k: ti.state for k, ti in tis.items()}
+    assert tis[("plan", "")].state == "success" and tis[("publish", "")].state == "failed"
+    ingest = {k[1] for k in tis if k[0] == "ingest" and k[1]}
+    assert ingest == {"routed.customers", "routed.explicit_legacy"}
+    assert all(tis[("ingest", name)].state == "success" for name in ingest)
+    assert tables_called(env["log"]) == ingest
+    unplanned = tis[("plan", "")].xcom_pull(task_ids="plan", key="unplanned")
+    prefix = env["prefix"]
+    assert sorted((u["table"], u["topic"], u["status"], u["exit_code"]) for u in unplanned) == [
+        ("routed.orders", f"{prefix}.public.Orders", "failed", 2),
+        ("routed.orders", f"{prefix}.public.orders", "failed", 2)]
+    assert all(f"{prefix}.public.Orders and {prefix}.public.orders both resolve to table" in u["error"]
+               for u in unplanned)
+
+    dr, tis = run({"tables": ["routed.orders"]})  # only the ambiguous table: the plan fails with its error
+    assert dr.state == "failed" and tis[("plan", "")].state == "failed"
+    assert not [k for k in tis if k[0] == "ingest" and k[1]] and not env["log"].exists()

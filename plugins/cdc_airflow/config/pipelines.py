@@ -11,6 +11,7 @@ from cdc_airflow.config.settings import CdcSettings, ensure_import_paths
 
 if TYPE_CHECKING:
     from cdc.config.model import PipelineConfig
+    from cdc.kafka.topics import Routes
 
 
 @dataclass(frozen=True)
@@ -50,17 +51,18 @@ def load_pipeline(settings: CdcSettings, config_path: str) -> "PipelineConfig":
     return load_config(config_path)
 
 
-def resolve_routes(cfg: "PipelineConfig") -> "PipelineConfig":
+def resolve_routes(cfg: "PipelineConfig") -> "Routes":
     """``cfg`` with its ``topic_pattern`` entries resolved against the broker's topics now (``cdc.config.routing``), for
-    tasks at run time (never at DAG parse time). A config error (conflicting patterns) fails the task without
-    retries; an unreachable broker is retried."""
+    tasks at run time (never at DAG parse time): the tables that run, and the ambiguous topics set aside (two
+    patterns, a shared target or helper tables: ``Routes.unresolved``), which the run reports as failed tables.
+    Another config error fails the task without retries; an unreachable broker is retried."""
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
     from cdc.common.errors import CdcError
-    from cdc.kafka.topics import resolve_pipeline
+    from cdc.kafka.topics import route_pipeline
 
     try:
-        return resolve_pipeline(cfg)
+        return route_pipeline(cfg)
     except CdcError as exc:
         if exc.retryable:
             raise AirflowException(str(exc)) from exc

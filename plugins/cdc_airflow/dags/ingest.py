@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from cdc.config.model import PipelineConfig
 
 log = logging.getLogger(__name__)
+UNPLANNED_KEY = "unplanned"  # the plan task's XCom: failed entries of ambiguous topic_pattern topics (plan_run)
 
 
 def ingest_timetable(schedule: str | None) -> Any:
@@ -44,14 +45,21 @@ def ingest_timetable(schedule: str | None) -> Any:
     return CronDataIntervalTimetable(schedule, timezone="UTC")
 
 
-def plan_run(settings: CdcSettings, config_path: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Validate the run's params and pick the tables to ingest; skip the run when none has new data."""
-    cfg = resolve_routes(load_pipeline(settings, config_path))  # topic_pattern: the topics of this run
+def plan_run(settings: CdcSettings, config_path: str, params: dict[str, Any]
+             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Validate the run's params and pick the tables to ingest; skip the run when none has new data. Also the
+    summary entries (``status: failed``) of the selected ``topic_pattern`` topics that are ambiguous (two patterns,
+    a shared target or helper tables): they are not planned, the publish task reports them failed; with no other
+    table to run, the plan fails with their errors."""
+    routes = resolve_routes(load_pipeline(settings, config_path))  # topic_pattern: the topics of this run
+    cfg = routes.cfg
+    known = {u.table.target: u.table.topic for u in routes.unresolved} | {t.target: t.topic for t in cfg.tables}
     try:
-        req = to_request(params, {t.target: t.topic for t in cfg.tables})
+        req = to_request(params, known)
     except ValueError as exc:
         raise AirflowFailException(str(exc)) from None
-    selected = cfg.select(list(req.tables) or None)
+    selected, aside = routes.select(list(req.tables) or None)
+    failed = unplanned_entries(aside, "incremental" if req.mode == "dry_run" else req.mode)
     lags = None
     if req.mode != "backfill" and not req.explicit_range:
         try:
@@ -62,20 +70,37 @@ def plan_run(settings: CdcSettings, config_path: str, params: dict[str, Any]) ->
             log.info("lag %s (%s): %s committed=%s high=%s", t.table, t.topic, t.total, t.committed, t.watermarks)
         lags = {name: t.lag for name, t in found.items()}
     plans = plan_tables(((t.target, t.topic) for t in selected), req, config_path, lags)
+    if not plans and failed:
+        raise AirflowFailException("; ".join(f["error"] for f in failed))
     if not plans:
         raise AirflowSkipException("no table has new data")
     for p in plans:
         log.info("will ingest %s (%s): %s", p.table, p.reason, " ".join(p.application_args))
-    return group_plans(plans, req, config_path, airflow_options(cfg).tables_per_task)
+    return group_plans(plans, req, config_path, airflow_options(cfg).tables_per_task), failed
+
+
+def unplanned_entries(aside: Any, mode: str) -> list[dict[str, Any]]:
+    """The job's summary entries (``cdc.run.group.failed_entry``) of the ambiguous topics set aside, logged."""
+    if not aside:
+        return []
+    from cdc.common.errors import ConfigError
+    from cdc.run.group import failed_entry
+
+    failed = [failed_entry(u.table, mode, ConfigError(u.error), 0.0) for u in aside]
+    for f in failed:
+        log.error("not planned %s (%s): %s", f["table"], f["topic"], f["error"])
+    return failed
 
 
 def publish_run(planned: list[dict[str, Any]] | None, summaries: list[Any],
-                freshness: Any = None) -> dict[str, Any]:
+                freshness: Any = None, unplanned: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Runs when plan did not skip (trigger rule none_skipped), also after failures, so partial results are
-    published; it fails when any planned table has no summary, which fails the DAG run. ``freshness()`` returns
-    the tables found stale (logged as warnings, reported under ``stale``)."""
+    published; it fails when any planned table has no summary or failed, which fails the DAG run. ``freshness()``
+    returns the tables found stale (logged as warnings, reported under ``stale``). ``unplanned``: the failed
+    entries of ambiguous ``topic_pattern`` topics the plan set aside (``plan_run``), reported as failed tables."""
     if not planned:
         raise AirflowFailException("planning failed: no tables to report on")
+    summaries = [*summaries, {"tables": list(unplanned or [])}]
     report = summarize([s for s in summaries if isinstance(s, dict)],
                        [t for p in planned for t in str(p["table"]).split(", ")])  # a group: "a.x, b.y"
     for row in report["tables"]:
@@ -122,7 +147,9 @@ def build_ingest_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
             dag_run = ctx["dag_run"]
             params = backfill_interval_params(dict(ctx["params"]), getattr(dag_run, "run_type", None),
                                               ctx.get("data_interval_start"), ctx.get("data_interval_end"))
-            return plan_run(settings, config_path, params)
+            groups, unplanned = plan_run(settings, config_path, params)
+            ctx["ti"].xcom_push(key=UNPLANNED_KEY, value=unplanned)  # ambiguous topic_pattern topics: failed
+            return groups
 
         planned = plan()
         ingest = CdcSparkSubmitOperator.partial(
@@ -144,7 +171,8 @@ def build_ingest_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
             summaries = [*(ti.xcom_pull(task_ids=["ingest"]) or []),  # + groups that failed in part (cdc.run.group)
                          *(ti.xcom_pull(task_ids=["ingest"], key=PARTIAL_SUMMARY_KEY) or [])]
             return publish_run(ti.xcom_pull(task_ids="plan"), summaries,
-                               lambda: check_freshness(settings, config_path, ctx))
+                               lambda: check_freshness(settings, config_path, ctx),
+                               ti.xcom_pull(task_ids="plan", key=UNPLANNED_KEY))
 
         ingest >> publish()
     return dag
