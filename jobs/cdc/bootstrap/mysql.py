@@ -24,7 +24,9 @@ rotation after the lock starts a higher file number: still above. No Kafka scan 
 
 Types: ``column_read`` (the table below; Debezium MySQL connector defaults: ``decimal.handling.mode=precise``,
 ``time.precision.mode=adaptive_time_microseconds``, ``bigint.unsigned.handling.mode=long``,
-``binary.handling.mode=bytes``; no ``TinyIntOneToBooleanConverter``).
+``binary.handling.mode=bytes``; no ``TinyIntOneToBooleanConverter``). ``bootstrap.decimal_handling_mode`` double or
+string: ``DECIMAL``/``NUMERIC`` as ``double`` (the decimal text parsed by Java, as ``BigDecimal.doubleValue``
+rounds) or as ``BigDecimal.toString`` of the value at the column's scale (``cdc.bootstrap.postgres_types``).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from cdc.bootstrap.postgres_types import ColumnRead, quote_spark, spark_sql, unsupported
+from cdc.bootstrap.postgres_types import DECIMAL_AS, ColumnRead, java_decimal_text, quote_spark, spark_sql, unsupported
 from cdc.common.errors import ConfigError, RetryableError, TerminalError
 from cdc.config.bootstrap import BootstrapConfig
 from cdc.positions.ordering import binlog_file_seq
@@ -94,9 +96,10 @@ def _mods(column_type: str) -> list[int]:
     return [int(x) for x in m.group(1).split(",")] if m else []
 
 
-def arrow_type_of(data_type: str, column_type: str, table: str = "", column: str = "") -> pa.DataType:
+def arrow_type_of(data_type: str, column_type: str, table: str = "", column: str = "",
+                  decimal_mode: str = "precise") -> pa.DataType:
     """The Arrow type the Debezium MySQL path gives a column (``information_schema.COLUMNS``: ``DATA_TYPE``,
-    ``COLUMN_TYPE``)."""
+    ``COLUMN_TYPE``) under the connector's ``decimal.handling.mode``."""
     dt, ct = data_type.lower(), column_type.lower()
     if dt in _INTS:
         return pa.int64() if dt == "int" and "unsigned" in ct else _INTS[dt]  # int unsigned: Connect int64
@@ -109,6 +112,8 @@ def arrow_type_of(data_type: str, column_type: str, table: str = "", column: str
         return pa.float64() if len(_mods(ct)) == 2 else pa.float32()  # FLOAT(M,D): Debezium FLOAT64
     if dt in ("double", "real", "double precision"):
         return pa.float64()
+    if dt in ("decimal", "numeric") and decimal_mode in DECIMAL_AS:
+        return DECIMAL_AS[decimal_mode]
     if dt in ("decimal", "numeric"):
         p, s = (_mods(ct) + [10, 0])[:2] if _mods(ct) else (10, 0)
         if p > _MAX_PRECISION:
@@ -129,14 +134,18 @@ def arrow_type_of(data_type: str, column_type: str, table: str = "", column: str
     raise unsupported(table, column, column_type)
 
 
-def column_read(name: str, data_type: str, column_type: str, table: str = "") -> ColumnRead:
+def column_read(name: str, data_type: str, column_type: str, table: str = "", decimal_mode: str = "precise"
+                ) -> ColumnRead:
     """How one MySQL column is read: a MySQL select expression whose JDBC type Spark maps exactly, and a Spark
     conversion to the Debezium path's type; no value passes through a time zone."""
-    target = arrow_type_of(data_type, column_type, table, name)
+    target = arrow_type_of(data_type, column_type, table, name, decimal_mode)
     col, out, dt = quote_my(name), quote_spark(name), data_type.lower()
     cast = f"CAST({out} AS {spark_sql(target)}) AS {out}"
     if dt in _INTS or dt == "bit":  # tinyint(1)/boolean included: Debezium sends INT16 (no converter), BIT(1) bool
         return ColumnRead(name, target, f"CAST({col} AS SIGNED) AS {col}", cast)
+    if dt in ("decimal", "numeric") and decimal_mode in DECIMAL_AS:  # the exact text, then as Debezium's mode
+        convert = cast if decimal_mode == "double" else f"{java_decimal_text(out)} AS {out}"
+        return ColumnRead(name, target, f"CAST({col} AS CHAR) AS {col}", convert)
     if dt in ("json", "char"):  # char: as VARCHAR, or Spark pads CHAR(n) values (MySQL strips, so does Debezium)
         return ColumnRead(name, target, f"CAST({col} AS CHAR) AS {col}", cast)
     if dt == "date":
@@ -303,7 +312,8 @@ class MySQLTableLock:
         return [SourceColumn(str(n), str(d), str(c)) for n, d, c in rows]
 
     def column_reads(self) -> list[ColumnRead]:
-        return [column_read(c.name, c.data_type, c.column_type, self.cfg.source_table) for c in self.columns()]
+        return [column_read(c.name, c.data_type, c.column_type, self.cfg.source_table, self.cfg.decimal_handling_mode)
+                for c in self.columns()]
 
     def column_types(self) -> dict[str, str]:
         return {c.name: c.column_type for c in self.columns()}

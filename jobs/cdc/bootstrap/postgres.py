@@ -185,7 +185,8 @@ class PostgresSnapshot:
                 time.sleep(sleep)
 
     def column_reads(self) -> list[ColumnRead]:
-        return [column_read(c.name, c.pg_type, c.kind, self.cfg.source_table) for c in self.columns()]
+        return [column_read(c.name, c.pg_type, c.kind, self.cfg.source_table, self.cfg.decimal_handling_mode)
+                for c in self.columns()]
 
     def column_types(self) -> dict[str, str]:
         return {c.name: c.pg_type for c in self.columns()}

@@ -41,6 +41,16 @@ Two of them are computed the way Debezium computes them, so the values match bit
 come out 1 µs below the exact count, as on the Debezium path); ``money`` goes through a double as the driver's
 ``PGmoney`` does, then to scale 2 with HALF_UP (``money.fraction.digits`` = 2).
 
+**decimal.handling.mode.** ``bootstrap.decimal_handling_mode`` (``cdc.config.bootstrap``) says what the connector
+does with ``numeric``/``decimal``/``money``, and the bootstrap does the same: ``precise`` (the default) as above;
+``double``: Connect float64 → ``double`` (``BigDecimal.doubleValue``: PostgreSQL's ``::float8``, both correctly
+rounded from the decimal text; ``NaN``/``±Infinity`` included); ``string``: Connect string → ``string``, Java's
+``BigDecimal.toString`` of the value at the column's scale (``12345678.91``, ``1.50``, money ``-1234.56``, and
+scientific notation when the adjusted exponent is below -6: ``0.00000012`` → ``1.2E-7``, ``0.0000000`` → ``0E-7``),
+``NaN``/``Infinity``/``-Infinity`` as ``NAN``/``POSITIVE_INFINITY``/``NEGATIVE_INFINITY``. ``money`` in string mode
+is the plain text of its value at scale 2 (``1000.00``: current Debezium versions parse money into a ``BigDecimal``;
+older ones went through a double and sent ``Double.toString``, ``1000.0``: cast such a column in a view).
+
 Each column is read with a PostgreSQL expression whose JDBC type Spark maps exactly (dates as day numbers,
 timestamps as µs or ISO text, odd types as text) and converted to the target type with a Spark expression, so no
 value passes through the JVM's or the session's time zone.
@@ -72,6 +82,7 @@ _REFUSED = {  # types with a Debezium representation SQL cannot reproduce exactl
 MONEY = pa.decimal128(38, 2)  # Decimal with scale money.fraction.digits (2) and no precision: 38 (cdc.decode.connect_types)
 _MAX_PRECISION = 38
 VARIABLE_SCALE = pa.decimal128(38, 10)  # io.debezium.data.VariableScaleDecimal, as cdc.decode.connect_types maps it
+DECIMAL_AS = {"double": pa.float64(), "string": pa.string()}  # decimal.handling.mode → what numeric columns arrive as
 
 
 @dataclass(frozen=True)
@@ -101,11 +112,12 @@ def base_type(pg_type: str) -> tuple[str, str]:
     return (m.group(1) + (m.group(3) or "")).strip(), m.group(2) or ""
 
 
-def arrow_type_of(pg_type: str, kind: str = "b", table: str = "", column: str = "") -> pa.DataType:
+def arrow_type_of(pg_type: str, kind: str = "b", table: str = "", column: str = "",
+                  decimal_mode: str = "precise") -> pa.DataType:
     """The Arrow type the Debezium path gives a column of this ``format_type`` (``kind``: pg_type.typtype, ``e`` for
-    enums)."""
+    enums) under the connector's ``decimal.handling.mode``."""
     if pg_type.endswith("[]"):
-        return pa.list_(arrow_type_of(pg_type[:-2], "b", table, column))
+        return pa.list_(arrow_type_of(pg_type[:-2], "b", table, column, decimal_mode))
     if kind == "e":
         return pa.string()
     base, mods = base_type(pg_type)
@@ -115,6 +127,11 @@ def arrow_type_of(pg_type: str, kind: str = "b", table: str = "", column: str = 
         return _SIMPLE[pg_type]
     if base in ("character varying", "character", "bpchar") or base in _AS_TEXT or pg_type in _AS_TEXT:
         return pa.string()
+    if base in ("numeric", "money") and decimal_mode in DECIMAL_AS:
+        if decimal_mode == "string" and re.search(r",\s*-", mods):
+            raise unsupported(table, column, pg_type, "Debezium's string of a negative-scale numeric is in scientific "
+                                                      "notation (1.23E+4), which the bootstrap does not reproduce")
+        return DECIMAL_AS[decimal_mode]
     if base == "numeric":
         if not mods:
             return VARIABLE_SCALE
@@ -147,9 +164,10 @@ def unsupported(table: str, column: str, pg_type: str, why: str = "no mapping to
                          "own snapshot")
 
 
-def column_read(name: str, pg_type: str, kind: str = "b", table: str = "") -> ColumnRead:
+def column_read(name: str, pg_type: str, kind: str = "b", table: str = "", decimal_mode: str = "precise"
+                ) -> ColumnRead:
     """The read plan of one column (see the module docstring)."""
-    target = arrow_type_of(pg_type, kind, table, name)
+    target = arrow_type_of(pg_type, kind, table, name, decimal_mode)
     col, out = quote_pg(name), quote_spark(name)
     base, _ = base_type(pg_type)
     if pg_type.endswith("[]"):
@@ -163,6 +181,12 @@ def column_read(name: str, pg_type: str, kind: str = "b", table: str = "") -> Co
                           out)
     if base.startswith("interval"):
         return ColumnRead(name, target, f"{interval_micros(col)} AS {col}", f"{java_long(out)} AS {out}")
+    if base in ("numeric", "money") and decimal_mode == "double":  # BigDecimal.doubleValue (NaN, ±Infinity too)
+        value = f"{col}::numeric" if base == "money" else col
+        return ColumnRead(name, target, f"{value}::float8 AS {col}", f"CAST({out} AS DOUBLE) AS {out}")
+    if base in ("numeric", "money") and decimal_mode == "string":  # the value's text, then BigDecimal.toString
+        value = f"{col}::numeric" if base == "money" else col
+        return ColumnRead(name, target, f"{value}::text AS {col}", f"{java_decimal_text(out)} AS {out}")
     if base == "money":  # PGmoney's double, then BigDecimal.valueOf(double).setScale(2, HALF_UP): Spark's cast
         return ColumnRead(name, target, f"{col}::numeric::float8 AS {col}", f"CAST({out} AS DECIMAL(38,2)) AS {out}")
     if base == "numeric" and target == VARIABLE_SCALE and "(" not in pg_type:
@@ -196,6 +220,25 @@ def interval_micros(col: str) -> str:
     days = f"(({f['YEAR']} * 12 + {f['MONTH']})::float8 * 30.4375::float8 + {f['DAY']}::float8)"
     return (f"(((({days} * 24::float8 + {f['HOUR']}::float8) * 60::float8 + {f['MINUTE']}::float8) * 60::float8"
             f" + {seconds}) * 1000000::float8)")
+
+
+def java_decimal_text(col: str) -> str:
+    """Spark SQL: Java's ``BigDecimal.toString`` of the decimal text ``col`` (``-0.00000012``: digits, an optional
+    point and fraction, no exponent; the scale is the fraction's length), as Debezium's ``string`` mode sends it:
+    the text itself unless the adjusted exponent (digits without leading zeros - 1 - scale) is below -6, then
+    ``[-]d[.ddd]E-n``; zero has no sign; PostgreSQL's ``NaN``/``Infinity``/``-Infinity`` become Debezium's
+    ``NAN``/``POSITIVE_INFINITY``/``NEGATIVE_INFINITY``."""
+    plain = f"regexp_replace({col}, '^-', '')"
+    scale = f"length(regexp_extract({col}, '[.]([0-9]*)$', 1))"
+    unscaled = f"coalesce(nullif(regexp_replace(regexp_replace({plain}, '[.]', ''), '^0+', ''), ''), '0')"
+    adjusted = f"(length({unscaled}) - 1 - {scale})"
+    sign = f"CASE WHEN {col} LIKE '-%' AND {unscaled} <> '0' THEN '-' ELSE '' END"
+    digits = f"CASE WHEN length({unscaled}) > 1 THEN concat(left({unscaled}, 1), '.', substr({unscaled}, 2)) " \
+             f"ELSE {unscaled} END"
+    return (f"CASE WHEN {col} IS NULL THEN NULL WHEN {col} = 'NaN' THEN 'NAN' "
+            f"WHEN {col} = 'Infinity' THEN 'POSITIVE_INFINITY' WHEN {col} = '-Infinity' THEN 'NEGATIVE_INFINITY' "
+            f"WHEN {adjusted} >= -6 THEN concat({sign}, {plain}) "
+            f"ELSE concat({sign}, {digits}, 'E', CAST({adjusted} AS STRING)) END")
 
 
 def java_long(col: str) -> str:

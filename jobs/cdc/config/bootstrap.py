@@ -13,6 +13,7 @@
           fetch_size: 10000                # rows per round trip (>= 1: the read runs in a transaction)
           connector_slot: debezium         # optional: wait until the connector's replication slot has confirmed
           connector_wait_seconds: 600      #   the snapshot's WAL position (its changes are in Kafka), at most this long
+          decimal_handling_mode: precise   # the connector's decimal.handling.mode: precise | double | string
 
       - topic: dbserver1.shop.orders       # MySQL / MariaDB (cdc.bootstrap.mysql): jdbc:mysql:// or jdbc:mariadb://
         target: shop.orders
@@ -31,7 +32,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 ALLOWED = ("jdbc_url", "user", "password", "source_table", "split_column", "num_partitions", "fetch_size",
-           "connector_slot", "connector_wait_seconds", "lock_wait_seconds")
+           "connector_slot", "connector_wait_seconds", "lock_wait_seconds", "decimal_handling_mode")
+DECIMAL_MODES = ("precise", "double", "string")  # Debezium's decimal.handling.mode (cdc.bootstrap.postgres_types)
 DIALECTS = ("postgresql", "mysql", "mariadb")  # jdbc:<dialect>: URLs that can be bootstrapped
 POSTGRES_ONLY = ("connector_slot",)
 _IDENT = r'(?:[A-Za-z_][A-Za-z0-9_$]*|"[^"]+"|`[^`]+`)'
@@ -50,6 +52,7 @@ class BootstrapConfig:
     connector_slot: str = ""  # the Debezium connector's replication slot ("": do not wait for it)
     connector_wait_seconds: int = 600
     lock_wait_seconds: int = 60  # MySQL/MariaDB: how long LOCK TABLES ... READ may wait (lock_wait_timeout)
+    decimal_handling_mode: str = "precise"  # the connector's decimal.handling.mode: how numeric/decimal/money arrive
 
     @property
     def dialect(self) -> str:
@@ -103,4 +106,9 @@ def parse_bootstrap(raw: Any, key: str, fail: Callable[[str, str], Exception]) -
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
             raise fail(f"{key}.{name}", f"must be a whole number >= {low}, got {v!r}")
         out[name] = v
+    mode = raw.get("decimal_handling_mode", "precise")
+    if mode not in DECIMAL_MODES:
+        raise fail(f"{key}.decimal_handling_mode", f"must be one of {', '.join(DECIMAL_MODES)} (the Debezium "
+                                                   f"connector's decimal.handling.mode), got {mode!r}")
+    out["decimal_handling_mode"] = mode
     return BootstrapConfig(jdbc_url=url, source_table=table.strip(), **out)

@@ -435,7 +435,8 @@ class TableRun:
             where = find_first(self.cfg.kafka, ranges,
                                lambda k, v: evolution.offends(change, old, decoder.record_columns(k, v, existing)),
                                timeout=max(30.0, self.cfg.batch.read_timeout_seconds))
-            raise evolution.evolution_error(self.t.target, self.t.topic, exc, where) from None
+            raise evolution.evolution_error(self.t.target, self.t.topic, exc, where,
+                                            bootstrap_mode=evolution.bootstrap_mode(self.t)) from None
         key = (self.t.primary_key or tuple(c.name for c in decoder.key_columns(samples)) or target.key
                or self.known_key())
         missing = [k for k in key if k not in {c.name for c in cols}]

@@ -21,7 +21,7 @@ Columns are never reordered, renamed, dropped or retyped beyond the widenings ab
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Any, Sequence
 
 import pyarrow as pa
 
@@ -100,8 +100,10 @@ def sql_type(t: pa.DataType) -> str:
 
 
 def evolution_error(table: str, topic: str, exc: Incompatible, where: tuple[int, int] | None,
-                    scanned: str = "") -> SchemaEvolutionError:
-    """The batch-failing error: table, column, both types and the first offending record."""
+                    scanned: str = "", bootstrap_mode: str | None = None) -> SchemaEvolutionError:
+    """The batch-failing error: table, column, both types and the first offending record; for a table with a JDBC
+    bootstrap (``bootstrap_mode``: its ``decimal_handling_mode``), what a decimal mode mismatch means
+    (``decimal_mode_hint``)."""
     at = (f"first record with the new type: topic {topic} partition {where[0]} offset {where[1]}" if where
           else f"topic {topic}: offending record not located{scanned}")
     err = SchemaEvolutionError(
@@ -109,10 +111,44 @@ def evolution_error(table: str, topic: str, exc: Incompatible, where: tuple[int,
         f"{sql_type(exc.new)} ({at}). "
         "Only new nullable columns, int→bigint, float→double and decimal precision increases (same scale) are "
         "applied automatically; nothing was written. Migrate the table by hand (e.g. ALTER TABLE / rewrite, or a "
-        "new column name at the source), then rerun")
+        "new column name at the source), then rerun" + decimal_mode_hint(exc, bootstrap_mode, table))
     err.table, err.column, err.old, err.new = table, exc.column, exc.old, exc.new  # type: ignore[attr-defined]
     err.partition, err.offset = where if where else (None, None)  # type: ignore[attr-defined]
     return err
+
+
+_MODE_TYPES = {"double": pa.float64(), "string": pa.string()}  # decimal.handling.mode's non-precise Connect types
+
+
+def _decimal_mode(t: pa.DataType) -> str | None:
+    """The decimal.handling.mode that gives a numeric column this type (None: no mode does)."""
+    if pa.types.is_decimal(t):
+        return "precise"
+    return next((m for m, mt in _MODE_TYPES.items() if t.equals(mt) or (m == "string" and pa.types.is_large_string(t))),
+                None)
+
+
+def bootstrap_mode(table: Any) -> str | None:
+    """A ``TableConfig``'s ``bootstrap.decimal_handling_mode`` (None: the table has no bootstrap section)."""
+    b = getattr(table, "bootstrap", None)
+    return None if b is None else str(getattr(b, "decimal_handling_mode", "precise"))
+
+
+def decimal_mode_hint(exc: Incompatible, bootstrap_mode: str | None, table: str = "the target") -> str:
+    """For a table loaded by a JDBC bootstrap in ``bootstrap_mode`` (None: not bootstrapped): when the table's type
+    is what that mode makes of a numeric column and the topic's is what another mode makes of it, the sentence that
+    says so and what to do (else "")."""
+    if bootstrap_mode is None or _decimal_mode(exc.old) != bootstrap_mode:
+        return ""
+    topic_mode = _decimal_mode(exc.new)
+    if topic_mode is None or topic_mode == bootstrap_mode:
+        return ""
+    return (f". If {exc.top!r} is a numeric/decimal/money column at the source and the table was loaded by its JDBC "
+            f"bootstrap (bootstrap.decimal_handling_mode: {bootstrap_mode}, the column as the connector's "
+            f"decimal.handling.mode={bootstrap_mode} sends it), the topic's records say the Debezium connector runs "
+            f"with decimal.handling.mode={topic_mode}: set bootstrap.decimal_handling_mode: "
+            f"{topic_mode} for this table (the connector's setting), drop the table (DROP TABLE {table}: --replace "
+            "cannot change a column's type) and run the bootstrap again")
 
 
 def offends(exc: Incompatible, table_type: pa.DataType, columns: Sequence[Column] | None) -> bool:
@@ -127,5 +163,5 @@ def offends(exc: Incompatible, table_type: pa.DataType, columns: Sequence[Column
     return False
 
 
-__all__ = ["ADD", "WIDEN", "Change", "Incompatible", "Plan", "evolution_error", "merge_type", "offends", "plan",
-           "sql_type", "table_changes"]
+__all__ = ["ADD", "WIDEN", "Change", "Incompatible", "Plan", "bootstrap_mode", "decimal_mode_hint", "evolution_error",
+           "merge_type", "offends", "plan", "sql_type", "table_changes"]

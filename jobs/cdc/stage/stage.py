@@ -133,7 +133,8 @@ def unbound_columns(spark: Any, staging: str, batch_id: int, decoder: Any, row_c
             own = decoder.record_columns(k and bytes(k), v and bytes(v), cols)
             cols = evolution.plan(cols, own or [], table.allow_field_addition).columns
         except evolution.Incompatible as exc:
-            raise evolution.evolution_error(table.target, table.topic, exc, (p, o)) from None
+            raise evolution.evolution_error(table.target, table.topic, exc, (p, o),
+                                            bootstrap_mode=evolution.bootstrap_mode(table)) from None
     if found and cols == list(row_cols):  # nothing to add or widen: staging again would not help
         p, o = found[0]["r"][:2]
         raise BadRecordError(
