@@ -8,28 +8,23 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Sequence
 
 from cdc.bootstrap import claim as bootstrap_claim
 from cdc.common.cli_contract import BackfillBounds, Bounds
-from cdc.common.errors import CdcError, ConcurrentRunError, ConfigError
+from cdc.common.errors import CdcError, ConcurrentRunError
 from cdc.common.faults import checkpoint
 from cdc.config.model import PipelineConfig, TableConfig
 from cdc.config.names import TableNames, names
-from cdc.config.table_layout import check_columns
-from cdc.decode.factory import make_decoder
 from cdc.iceberg.snapshot_summary import batch_summary, commit_properties
-from cdc.iceberg.tables import TargetState, existing_columns, target_state
+from cdc.iceberg.tables import existing_columns
 from cdc.kafka.offsets import commit_group, group_id, is_compacted
 from cdc.kafka.plan import (
     OffsetRange,
     cap_ranges,
-    find_first,
-    first_value,
     plan_backfill,
     plan_incremental,
-    read_samples,
     split_chunks,
 )
 from cdc.ledger.expiry import keep_history_short
@@ -43,19 +38,15 @@ from cdc.merge.apply import apply_batch
 from cdc.merge.modes.runner import effective_mode, keyless_warning
 from cdc.observe import progress
 from cdc.positions import regression
-from cdc.positions.ordering import Ordering, sampled_ordering
+from cdc.positions.ordering import Ordering
 from cdc.run.group import run_isolated, table_session
 from cdc.run.outcome import TableResult, phase, unwrap_task_error
 from cdc.run.reset import reset_cursor
-from cdc.schema import evolution
+from cdc.run.schema import BatchSchema, plan_schema
 from cdc.schema.columns import (
-    EPOCH,
     POSTGRES_COMMIT_ORDERING,
-    Column,
-    row_columns,
     staged_row_columns,
     staging_columns,
-    target_meta,
 )
 from cdc.stage.reader import ReadSpec
 from cdc.stage.stage import (
@@ -66,19 +57,6 @@ from cdc.stage.stage import (
     unbound_columns,
 )
 from cdc.stage.stats import BatchStats, PartitionCounts, batch_stats
-
-
-@dataclass(frozen=True)
-class BatchSchema:
-    """What a batch is read and merged with: its row columns, key, source ordering and (for a batch still to read)
-    the topic's decoder. ``idle``: a batch of only Kafka tombstones that nothing can apply to (no table yet, or no
-    key known): its records per partition; it is committed without a read or a write (``TableRun.commit_idle``)."""
-
-    columns: list[Column]
-    key: tuple[str, ...]
-    ordering: Ordering
-    decoder: Any = None  # cdc.decode.base.Decoder; None for a staged batch that is only merged
-    idle: dict[int, int] | None = None
 
 
 def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: str = "incremental",
@@ -412,78 +390,11 @@ class TableRun:
         return self._compacted
 
     def batch_schema(self, ranges: list[OffsetRange]) -> BatchSchema:
-        """Row columns, key, ordering and decoder for a new batch (from samples, the registry and the table)."""
-
-        decoder = make_decoder(self.cfg, self.t)
-        keyless = not self.t.primary_key and self.t.write_mode in (None, "append")  # keyless records may sample
-        samples = read_samples(self.cfg.kafka, ranges, timeout=self.cfg.batch.read_timeout_seconds,
-                               usable=lambda k, v: (k is not None or keyless) and bool(decoder.record_columns(k, v)))
-        target = target_state(self.spark, self.names.target)  # read once for the plan
-        if not samples:  # the newest and oldest records of every range are Kafka tombstones: look between them
-            scan = first_value(self.cfg.kafka, ranges, self.cfg.batch.read_timeout_seconds)
-            samples = [scan.sample] if scan.sample is not None else []
-            if not samples and not (target.exists and (self.t.primary_key or target.key or self.known_key())):
-                return BatchSchema([], (), Ordering("explicit"), decoder, idle=scan.records)  # nothing to delete
-        existing = row_columns(target.columns)
-
-        try:  # table columns vs newest source schema: widen / add / keep dropped (cdc.schema.evolution), or fail now
-            cols = evolution.plan(existing, decoder.source_columns(samples, existing),
-                                  self.t.allow_field_addition).columns
-        except evolution.Incompatible as exc:  # nothing written yet; name the first record with the new type
-            change = exc
-            old = next(c.arrow_type for c in existing if c.name == change.top)
-            where = find_first(self.cfg.kafka, ranges,
-                               lambda k, v: evolution.offends(change, old, decoder.record_columns(k, v, existing)),
-                               timeout=max(30.0, self.cfg.batch.read_timeout_seconds))
-            raise evolution.evolution_error(self.t.target, self.t.topic, exc, where,
-                                            bootstrap_mode=evolution.bootstrap_mode(self.t)) from None
-        key = (self.t.primary_key or tuple(c.name for c in decoder.key_columns(samples)) or target.key
-               or self.known_key())
-        missing = [k for k in key if k not in {c.name for c in cols}]
-        if not key:  # keyless: append mode (cdc.merge.modes), refused for upsert / scd2
-
-            effective_mode(self.t.write_mode, key, self.t.target, self.cfg.source_path)
-        if missing:
-            raise ConfigError(
-                f"{self.cfg.source_path}: table {self.t.target}: primary key {list(key)} "
-                f"{'is empty' if not key else f'has columns {missing} that are not in the row'}; set primary_key "
-                "for this table in the pipeline YAML")
-        ordering = self.ordering(decoder.bind(cols), samples, target, ranges)
-        check_columns(self.t.layout, [*cols, *target_meta(ordering.columns, self.t.delete_mode == "soft")],
-                      self.t.target, self.cfg.source_path)  # partition_by / sort_by columns: before the claim
-        return BatchSchema(cols, tuple(key), ordering, decoder)
-
-    def known_key(self) -> tuple[str, ...]:
-        """The key earlier batches used (a range may hold only keyless records, e.g. a truncate)."""
-        try:
-            return staged_key_and_ordering(self.spark, self.names.staging)[0]
-        except Exception:  # no earlier batch
-            return ()
-
-    def ordering(self, decoder: Any, samples: list[tuple[bytes | None, bytes | None]],
-                 target: TargetState, ranges: list[OffsetRange]) -> Ordering:
-        """The source ordering (configured, the table's, or by connector), with ``tables[].ordering_epoch`` in
-        front once it is used (never below the epoch the table already holds)."""
-        target_names = [c.name for c in target.columns]
-        base = sampled_ordering(self.t.ordering, self.t.target, decoder, samples, target_names)
-        if not self.t.ordering_epoch and EPOCH not in target_names:
-            return base
-        held = replace(base, epochs=target.epochs)
-        if self.t.ordering_epoch < (held.epoch or 0):
-            raise ConfigError(
-                f"{self.cfg.source_path}: table {self.t.target}: ordering_epoch {self.t.ordering_epoch} is below the "
-                f"epoch {held.epoch} the table already holds; changes would be ignored as older. Set ordering_epoch "
-                f"to {held.epoch} or higher")
-        # A new epoch starts, in each partition, where positions fall far back (cdc.positions.regression.settle): every
-        # partition waits for that (PENDING). One that committed nothing is judged against the table, and, in a table
-        # that committed nothing, against the batch's other partitions (cdc.positions.regression.judged_by_table).
-        positions = self.positions if self.positions is not None else \
-            self.ledger.state(self.t.target, self.t.topic).positions  # a recovered batch: what was committed
-        history = set(positions)
-        out = held.with_epoch(self.t.ordering_epoch,
-                              dict.fromkeys({r.partition for r in ranges} | history, regression.PENDING))
-        self.peers = out.epochs != held.epochs and not history
-        return out
+        """Row columns, key, ordering and decoder for a new batch (``cdc.run.schema``)."""
+        schema, self.peers = plan_schema(self.spark, self.cfg, self.t, self.names, ranges, lambda: (
+            self.positions if self.positions is not None  # a recovered batch: what was committed
+            else self.ledger.state(self.t.target, self.t.topic).positions))
+        return schema
 
 
 __all__ = ["run_batch", "BatchSchema", "TableRun"]
