@@ -41,7 +41,7 @@ from cdc.schema.columns import (
 )
 
 if TYPE_CHECKING:
-    from cdc.merge.sql import MergeSpec
+    from cdc.merge.spec import MergeSpec
 
 # Kafka partition/offset of a delete derived from a Kafka tombstone on a compacted topic (its real ones are unknown).
 COMPACTED_DELETE = (2147483647, 9223372036854775807)
