@@ -102,6 +102,9 @@ class Scenario:
         schemaless = extra.random() < 0.35
         for t in tables:
             draw_server_failover(t, extra)  # after the draws above: they stay as they were
+        recreate = random.Random(f"recreate-{seed}")  # truncates across batch cuts: keys re-created after each
+        for t in tables:
+            t.recreate = t.truncate_weight > 0 and t.write_mode in ("scd2", "append") and recreate.random() < 0.5
         batch_sizes = [rng.choice((3, 7, 15, 30, 80)) for _ in range(3)]
         crash = None
         if crash_kinds and rng.random() < crash_odds:
