@@ -34,7 +34,7 @@ test-unit: check
 
 soak: venv  # the fast-oracle scenarios make test skips, then 200 randomized ones
 	$(PY) -m pytest -m slow tests/scenarios/test_oracle.py tests/scenarios/test_write_modes.py \
-		tests/scenarios/test_soak.py -s $(PYTEST_ARGS)
+		tests/scenarios/test_soak.py tests/scenarios/test_bootstrap_soak.py -s $(PYTEST_ARGS)
 
 # Performance targets as same-run ratios (issue 16); results in bench/results/<date>.json + .md. Defaults: 5 min on
 # 2 idle cores (27 under heavy load); the issue's sizes: BENCH_ARGS="--events 1000000 --preload 5000000". Not in CI.
