@@ -188,6 +188,7 @@ class TableRun:
                 self.stage_and_merge(TableResult(self.t.target, self.t.topic), pending.batch_id, ranges, pending.mode)
                 return True
             with phase(result, "recover"):
+                self.spark.catalog.refreshTable(self.names.staging)  # staged by another process: not a cached copy
                 key, ordering = staged_key_and_ordering(self.spark, self.names.staging)
                 if ordering.kind == "postgresql" and POSTGRES_COMMIT_ORDERING[0] not in {
                         c.name for c in existing_columns(self.spark, self.names.staging)}:
