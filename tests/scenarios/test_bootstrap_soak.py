@@ -486,7 +486,7 @@ def last_line(text: str) -> str:
 
 
 def diff(got: dict, want: dict) -> str:
-    keys = sorted(set(got) | set(want))
+    keys = sorted(set(got) | set(want), key=str)  # a row without a key: None
     bad = [f"{k}: {got.get(k, '-')} vs {want.get(k, '-')}" for k in keys if got.get(k) != want.get(k)]
     return f"{len(bad)} keys differ ({'; '.join(bad[:8])})"
 
