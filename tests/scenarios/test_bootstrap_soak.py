@@ -350,7 +350,7 @@ class Seed:
         """One bootstrap run (``kill``: its kill point, or drawn); how it ended."""
         rng = self.rng
         if kill == "random":
-            kill = self.boot_kill if not self.bootstraps else rng.choice((None, None, *BOOTSTRAP_POINTS))
+            kill = self.boot_kill if not self.bootstraps else rng.choice((None,) * 4 + BOOTSTRAP_POINTS)
         pending = self.pending()
         at_start = self.src.rows()
         target0, swap0 = self.snapshot_id(self.fq), self.newest_swap()
@@ -439,7 +439,7 @@ class Seed:
         rng = self.rng
         for _ in range(rng.randint(2, 6)):
             self.txs(1)
-        steps = (["bootstrap"] * (2 if rng.random() < 0.4 else 1) + ["cli"] + ["batch"] * rng.randint(1, 3)
+        steps = (["bootstrap"] * (2 if rng.random() < 0.6 else 1) + ["cli"] + ["batch"] * rng.randint(1, 3)
                  + ["tx"] * rng.randint(1, 3))
         rng.shuffle(steps)
         for step in steps:
