@@ -25,6 +25,7 @@ from cdc.common.sql import lit
 from cdc.config.model import PipelineConfig, TableConfig
 from cdc.config.names import bootstrap_identifier, names
 from cdc.iceberg import snapshot_summary
+from cdc.iceberg.row_commit import now_us
 from cdc.iceberg.tables import exists, fresh_snapshot_id
 from cdc.kafka.plan import OffsetRange
 from cdc.ledger.lease import owner_alive, process_owner
@@ -71,7 +72,7 @@ def commit(ledger: Ledger, t: TableConfig, batch_id: int, holder: str, info: dic
                         info["run_id"], process_owner(), seconds)
     sets = {k: row[k] for k in ("status", "inserted", "target_snapshot_id", "truncate_barrier", "phase_seconds",
                                 "run_id", "owner")}
-    ledger.update(t.target, batch_id, holder, sets, "bootstrap commit", committed_at=True)
+    ledger.update(t.target, batch_id, holder, {**sets, "committed_at": now_us()}, "bootstrap commit")
 
 
 def refuse_while_running(t: TableConfig, pending: PendingBatch, lease_seconds: float, who: str) -> None:
@@ -86,26 +87,23 @@ def refuse_while_running(t: TableConfig, pending: PendingBatch, lease_seconds: f
 
 
 def settle(spark: Any, cfg: PipelineConfig, t: TableConfig, ledger: Ledger, pending: PendingBatch,
-           run_id: str) -> str:
+           run_id: str) -> dict[str, Any] | None:
     """Finish or withdraw ``pending``, the claim of a bootstrap whose owner is dead (checked by the caller,
-    ``refuse_while_running``); ``"finished"`` or ``"withdrawn"``. Taken over first, so two runs settling it at once
-    cannot both act (the loser gets ``ConcurrentRunError``)."""
+    ``refuse_while_running``): the swap's summary info when it was finished, None when it was withdrawn. Taken over
+    first, so two runs settling it at once cannot both act (the loser gets ``ConcurrentRunError``)."""
     n = names(cfg, t)
     ledger.take_over(t.target, pending, run_id)
     found = swapped(spark, n.target, pending.run_id)
     if found is None:
         ledger.release(t.target, pending.batch_id, run_id)
-        outcome = "withdrawn"
     else:
-        info, snapshot_id = found
-        commit(ledger, t, pending.batch_id, run_id, info, snapshot_id, {})
-        outcome = "finished"
+        commit(ledger, t, pending.batch_id, run_id, found[0], found[1], {})
     spark.sql(f"DROP TABLE IF EXISTS {staging_name(cfg, t)} PURGE")
-    return outcome
+    return None if found is None else found[0]
 
 
-def settled_warning(t: TableConfig, pending: PendingBatch, outcome: str) -> str:
-    if outcome == "finished":
+def settled_warning(t: TableConfig, pending: PendingBatch, finished: bool) -> str:
+    if finished:
         return (f"table {t.target}: the bootstrap of run {pending.run_id} (batch {pending.batch_id}) had replaced the "
                 "target when its process died; its ledger row was finished by this run, before anything was merged")
     return (f"table {t.target}: the bootstrap of run {pending.run_id} (batch {pending.batch_id}) died before it "

@@ -211,11 +211,9 @@ def run_bootstrap(spark: Any, cfg: PipelineConfig, t: TableConfig, replace: bool
     pending = state.pending
     if pending is not None and pending.mode == BOOTSTRAP_MODE:  # another bootstrap: running, or died
         claim.refuse_while_running(t, pending, cfg.batch.claim_timeout_minutes * 60, "bootstrap")
-        if claim.settle(spark, cfg, t, ledger, pending, run_id) == "finished":
-            info, _ = claim.swapped(spark, n.target, pending.run_id) or ({}, None)
-            at = info.get("source_position") or {"lsn": format_lsn(int(info["lsn"])), "lsn_number": int(info["lsn"])}
-            return _summary(t, "recovered", info["rows"], at, info["horizon"], pending.batch_id,
-                            {"total": time.monotonic() - started})
+        info = claim.settle(spark, cfg, t, ledger, pending, run_id)
+        if info is not None:
+            return recovered_summary(t, info, pending.batch_id, started)
         state = ledger.state(t.target, None)
         pending = state.pending
     if pending is not None:
@@ -305,8 +303,13 @@ def finish_unclaimed_swap(spark: Any, cfg: PipelineConfig, t: TableConfig, ledge
     write_ledger_row(spark, n.ledger, bootstrap_row(cfg.pipeline, t.target, t.topic, batch, info["horizon"],
                                                     info["rows"], snapshot, info["run_id"], process_owner(), {}))
     spark.sql(f"DROP TABLE IF EXISTS {staging_name(cfg, t)} PURGE")
+    return recovered_summary(t, info, batch, started)
+
+
+def recovered_summary(t: TableConfig, info: dict[str, Any], batch_id: int, started: float) -> dict[str, Any]:
+    """The summary entry of a bootstrap finished from its swap's summary ``info`` (its ledger row: ``batch_id``)."""
     at = info.get("source_position") or {"lsn": format_lsn(int(info["lsn"])), "lsn_number": int(info["lsn"])}
-    return _summary(t, "recovered", info["rows"], at, info["horizon"], batch, {"total": time.monotonic() - started})
+    return _summary(t, "recovered", info["rows"], at, info["horizon"], batch_id, {"total": time.monotonic() - started})
 
 
 def swap(spark: Any, stage: str, target: str, info: str, pipeline: str, batch_id: int, base: int | None) -> None:

@@ -303,15 +303,12 @@ class Ledger:
                                             f"AND run_id = {lit(run_id)} AND status IN ('claimed', 'staged')")
 
     def update(self, table: str, batch_id: int, run_id: str, sets: Mapping[str, Any], what: str,
-               committed_at: bool = False) -> None:
-        """Set ``sets`` (column → value, ``sql_value``) on the rows of ``batch_id`` run ``run_id`` holds;
-        ``committed_at``: that column to now as well (a bootstrap's commit, ``cdc.bootstrap.claim``)."""
-        from cdc.iceberg.row_commit import now_us
-
-        values = {**sets, **({"committed_at": now_us()} if committed_at else {})}
-        self._write(what, table, f"UPDATE {self.name} SET "
-                                 f"{', '.join(f'{k} = {sql_value(k, v)}' for k, v in values.items())} "
-                                 f"WHERE {self._where(table)} AND batch_id = {int(batch_id)} AND run_id = {lit(run_id)}")
+               extra: Sequence[str] = ()) -> None:
+        """Set ``sets`` (column → value, ``sql_value``) and the ``extra`` SET items (SQL) on the rows of ``batch_id``
+        run ``run_id`` holds: a commit's row-level write (``mark_committed``, a bootstrap's ``cdc.bootstrap.claim``)."""
+        items = [*(f"{k} = {sql_value(k, v)}" for k, v in sets.items()), *extra]
+        self._write(what, table, f"UPDATE {self.name} SET {', '.join(items)} WHERE {self._where(table)} "
+                                 f"AND batch_id = {int(batch_id)} AND run_id = {lit(run_id)}")
 
     def _guarded(self, table: str, batch_id: int, run_id: str, what: str, write: Callable[[], Any]) -> None:
         try:
@@ -375,10 +372,7 @@ class Ledger:
                 return
         if not owner_checked:
             self.still_owner(table, batch_id, run_id)
-        self._write("commit", table, f"UPDATE {self.name} SET "
-                                     f"{', '.join([*(f'{k} = {sql_value(k, v)}' for k, v in sets.items()), *counted])} "
-                                     f"WHERE {self._where(table)} AND batch_id = {int(batch_id)} "
-                                     f"AND run_id = {lit(run_id)}")
+        self.update(table, batch_id, run_id, sets, "commit", extra=counted)
 
     def _rewrite(self, table: str, run_id: str, held: "Held",
                  committed: Mapping[str, Any] | None = None) -> tuple[bool, int | None, bool]:

@@ -170,8 +170,8 @@ class TableRun:
         if pending.mode == BOOTSTRAP_MODE:  # a bootstrap in flight, or one whose process died
             bootstrap_claim.refuse_while_running(self.t, pending, lease, "ingest")
             with phase(result, "recover"):
-                outcome = bootstrap_claim.settle(self.spark, self.cfg, self.t, self.ledger, pending, self.run_id)
-            result.warnings.append(bootstrap_claim.settled_warning(self.t, pending, outcome))
+                info = bootstrap_claim.settle(self.spark, self.cfg, self.t, self.ledger, pending, self.run_id)
+            result.warnings.append(bootstrap_claim.settled_warning(self.t, pending, info is not None))
             return True
         if pending.owner != process_owner() and owner_alive(pending.owner, pending.claimed_at_us, lease):
             raise ConcurrentRunError(

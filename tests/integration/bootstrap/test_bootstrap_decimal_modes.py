@@ -7,7 +7,6 @@ column, the record and the setting."""
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal, localcontext
 
 import pytest
@@ -15,8 +14,8 @@ import yaml
 
 from cdc.bootstrap.postgres_types import lsn_to_int
 from tests.conftest import unique
-from tests.integration import events
-from tests.integration.bootstrap.test_bootstrap_postgres import SOURCE_FIELDS, produce, start_bootstrap, write_config
+from tests.integration.bootstrap.test_bootstrap_postgres import pg_event, produce, start_bootstrap, write_config
+from tests.integration.bootstrap.test_bootstrap_postgres import value_schema as pg_value_schema
 from tests.integration.cli import finish, summary_of
 
 pytestmark = pytest.mark.integration
@@ -38,11 +37,7 @@ def as_connector(mode: str, v: Decimal | None):
 
 
 def value_schema(mode: str) -> dict:
-    cols = [("id", "int32", False), *((c, CONNECT[mode], True) for c in NUMERIC)]
-    schema = events.value_schema(cols)
-    source = {"type": "struct", "name": "io.debezium.connector.postgresql.Source", "optional": False,
-              "fields": [{"type": t, "optional": o, "field": f} for f, t, o in SOURCE_FIELDS], "field": "source"}
-    return {**schema, "fields": [source if f["field"] == "source" else f for f in schema["fields"]]}
+    return pg_value_schema([("id", "int32", False), *((c, CONNECT[mode], True) for c in NUMERIC)])
 
 
 class Source:
@@ -84,12 +79,7 @@ class Source:
         return {"id": r[0], **{c: as_connector(self.mode, v) for c, v in zip(NUMERIC, r[1:])}}
 
     def event(self, op: str, row: dict, lsn: int, xid: int) -> tuple[bytes, bytes]:
-        source = {"connector": "postgresql", "lsn": lsn, "txId": xid,
-                  "sequence": json.dumps([str(self.last_commit), str(lsn)]), "ts_ms": 1700000000000}
-        payload = {"before": row if op == "d" else None, "after": None if op == "d" else row, "source": source,
-                   "op": op, "ts_ms": source["ts_ms"] + 5}
-        key = json.dumps({"schema": events.KEY_SCHEMA, "payload": {"id": row["id"]}}).encode()
-        return key, json.dumps({"schema": value_schema(self.mode), "payload": payload}).encode()
+        return pg_event(op, row, lsn, self.last_commit, xid, value_schema(self.mode))
 
     def rows(self) -> dict[int, tuple]:
         rs = self.conn.execute("SELECT id, amount, ratio, balance::numeric FROM customers").fetchall()

@@ -30,21 +30,24 @@ SOURCE_FIELDS = [("connector", "string", False), ("lsn", "int64", True), ("txId"
                  ("sequence", "string", True), ("ts_ms", "int64", False)]
 
 
-def value_schema() -> dict:
-    schema = events.value_schema()
+def value_schema(cols=events.COLUMNS) -> dict:
+    """The Debezium PostgreSQL envelope schema of the row ``cols``, with the connector's own source block."""
+    schema = events.value_schema(cols)
     source = {"type": "struct", "name": "io.debezium.connector.postgresql.Source", "optional": False,
               "fields": [{"type": t, "optional": o, "field": f} for f, t, o in SOURCE_FIELDS], "field": "source"}
     return {**schema, "fields": [source if f["field"] == "source" else f for f in schema["fields"]]}
 
 
-def pg_event(op: str, row: dict, lsn: int, last_commit: int, txid: int) -> tuple[bytes, bytes]:
-    """A Debezium PostgreSQL change event: ``source.sequence`` = [last commit LSN before the transaction, LSN]."""
+def pg_event(op: str, row: dict, lsn: int, last_commit: int, txid: int,
+             schema: dict | None = None) -> tuple[bytes, bytes]:
+    """A Debezium PostgreSQL change event: ``source.sequence`` = [last commit LSN before the transaction, LSN];
+    ``schema``: its value schema (default ``value_schema()``)."""
     source = {"connector": "postgresql", "lsn": lsn, "txId": txid,
               "sequence": json.dumps([str(last_commit), str(lsn)]), "ts_ms": 1700000000000}
     payload = {"before": row if op == "d" else None, "after": None if op == "d" else row, "source": source,
                "op": op, "ts_ms": source["ts_ms"] + 5}
     key = json.dumps({"schema": events.KEY_SCHEMA, "payload": {"id": row["id"]}}).encode()
-    return key, json.dumps({"schema": value_schema(), "payload": payload}).encode()
+    return key, json.dumps({"schema": schema or value_schema(), "payload": payload}).encode()
 
 
 def position(event: tuple[bytes, bytes]) -> list[int]:
