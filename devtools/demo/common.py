@@ -10,11 +10,12 @@ STATE = REPO / ".demo"
 PIPELINE = REPO / "pipelines" / "demo.yaml"
 PY = sys.executable
 HOST = "127.0.0.1"
-BROKER_PORT, REGISTRY_PORT, API_PORT = 19092, 18081, 18080
+BROKER_PORT, REGISTRY_PORT, API_PORT, CONNECT_PORT, POSTGRES_PORT = 19092, 18081, 18080, 18083, 15432
 PARTITIONS = 3
 DAG_ID = "cdc_demo"
 TARGETS = {"customers": "inventory.customers", "orders": "inventory.orders"}
-SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer", "registry", "broker")  # stop order
+SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer", "connect", "postgres", "registry",
+            "broker")  # stop order
 
 
 def say(msg: str = "") -> None:

@@ -1,4 +1,4 @@
-"""Comparing the Iceberg targets (read with pyiceberg) with the generator's oracle, and the ledger summary."""
+"""Comparing the Iceberg targets (read with pyiceberg) with the source database (``SELECT *``), and the ledger."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import datetime as dt
 from decimal import Decimal
 from typing import Any
 
-from devtools.debezium.model import to_python
 from devtools.demo.common import TARGETS, say
-from devtools.demo.source import Wave, wave_schema
+from devtools.pgsource import PostgresSource
 
 # ----------------------------------------------------------------------------------------------- comparing
 
@@ -20,10 +19,9 @@ def _norm(value: Any) -> Any:
     return value
 
 
-def expected_table(wave: Wave, table: str) -> dict[Any, dict[str, Any]]:
-    schema = wave_schema(wave, table)
-    return {pk: {k: _norm(v) for k, v in (to_python(schema, row) or {}).items()}
-            for pk, row in wave.expected[table].items()}
+def expected_table(src: PostgresSource, table: str) -> dict[Any, dict[str, Any]]:
+    """The oracle: the source table as ``SELECT *`` returns it, {id: row}."""
+    return {r["id"]: {k: _norm(v) for k, v in r.items()} for r in src.rows(table)}
 
 
 def actual_table(catalog: Any, table: str, columns: list[str]) -> dict[Any, dict[str, Any]] | None:
@@ -86,7 +84,7 @@ def side_by_side(table: str, columns: list[str], expected: dict[Any, dict[str, A
         return " ".join(_short(row.get(c)).ljust(widths[c]) for c in cols)
 
     header = " ".join(c.ljust(widths[c]) for c in cols)
-    lines = [f"   {'id':>5} | {'ICEBERG ' + TARGETS[table]:<{len(header)}} |   | SOURCE public.{table} (oracle)",
+    lines = [f"   {'id':>5} | {'ICEBERG ' + TARGETS[table]:<{len(header)}} |   | POSTGRESQL public.{table} (SELECT *)",
              f"   {'':>5} | {header} |   | {header}"]
     for k in shown:
         a, e = actual.get(k), expected.get(k)
@@ -98,11 +96,11 @@ def side_by_side(table: str, columns: list[str], expected: dict[Any, dict[str, A
     return "\n".join(lines)
 
 
-def compare(catalog: Any, wave: Wave, verbose: bool, limit: int = 12) -> bool:
+def compare(catalog: Any, src: PostgresSource, verbose: bool, limit: int = 12) -> bool:
     ok = True
     for table in TARGETS:
-        cols = wave.columns[table]
-        exp = expected_table(wave, table)
+        cols = src.columns(table)
+        exp = expected_table(src, table)
         act = actual_table(catalog, table, cols)
         problems = diff(exp, act)
         n = "no table" if act is None else f"{len(act)} rows"

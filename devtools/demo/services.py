@@ -1,4 +1,5 @@
-"""The demo's daemons (broker, schema registry, Airflow processes): pidfiles, start, stop; and the job, directly."""
+"""The demo's daemons (broker, schema registry, PostgreSQL, Kafka Connect, Airflow processes): pidfiles, start,
+stop; and the job, directly."""
 
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from devtools.broker import pid_alive
-from devtools.demo.common import HOST, PARTITIONS, PIPELINE, PY, REPO, SERVICES, STATE, DemoError, say
-from devtools.demo.source import topics
+from devtools.demo.common import CONNECT_PORT, HOST, PIPELINE, PY, REPO, SERVICES, STATE, DemoError, say
 
 # ----------------------------------------------------------------------------------------------- daemons
 
@@ -25,7 +25,7 @@ def _ours(pid: int) -> bool:
     """The pid still runs something the demo started (guards against a recycled pid)."""
     with contextlib.suppress(OSError):
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        return any(w in cmd for w in ("airflow", "devtools.registry", "kafka.Kafka"))
+        return any(w in cmd for w in ("airflow", "devtools.registry", "kafka.Kafka", "ConnectDistributed"))
     return False
 
 
@@ -64,7 +64,9 @@ def stop_one(name: str, grace: float = 15.0) -> bool:
 
 def stop_all(quiet: bool = False) -> None:
     for name in SERVICES:
-        if name == "broker":
+        if name == "postgres":
+            done = stop_postgres()
+        elif name == "broker":
             from devtools.broker import daemon_stop
 
             done = pidfile(name).exists() and daemon_stop(str(pidfile(name)))
@@ -101,11 +103,31 @@ def start_registry(port: int) -> str:
     return f"http://{HOST}:{port}"
 
 
-def create_topics(bootstrap: str) -> None:
-    from devtools.broker import create_topic
+def start_postgres(port: int) -> Any:
+    """The source database's server: Debian's PostgreSQL in .demo/postgres (pg_ctl runs it detached)."""
+    from devtools.postgres import LocalPostgres
 
-    for t in topics().values():
-        create_topic(bootstrap, t, PARTITIONS)
+    return LocalPostgres(port, base_dir=STATE / "postgres").start()
+
+
+def stop_postgres() -> bool:
+    from devtools.postgres import LocalPostgres
+
+    base = STATE / "postgres"
+    if not (base / "data" / "postmaster.pid").exists():
+        return False
+    LocalPostgres(base_dir=base).stop()  # pg_ctl stop; the folder stays (prepare() empties it)
+    return True
+
+
+def start_connect(bootstrap: str) -> Any:
+    """A Kafka Connect worker (Debezium's PostgreSQL connector, Confluent's AvroConverter), detached, pidfile."""
+    from devtools.connect import ConnectWorker
+
+    worker = ConnectWorker(bootstrap, log_path=STATE / "connect.log", group="demo-connect", port=CONNECT_PORT,
+                           home=STATE / "connect", detach=True).start()
+    pidfile("connect").write_text(f"{worker.pid}\n")
+    return worker
 
 
 # ----------------------------------------------------------------------------------------------- the job, directly

@@ -3,7 +3,6 @@ Kafka's JsonConverter) → Apache Kafka → the job → Iceberg; the oracle is t
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
@@ -12,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from devtools.pgsource import PostgresSource
 from tests.conftest import REPO, unique
 
 pytestmark = pytest.mark.integration
@@ -27,68 +27,30 @@ def connect(broker):
         yield worker
 
 
-class Source:
-    """One database with a Debezium connector: the source tables, the marker, the job's pipeline."""
+class Source(PostgresSource):
+    """One database with a Debezium connector (``devtools.pgsource``) and the job's pipeline over its topics."""
 
     def __init__(self, pg: Any, broker: Any, connect: Any, spark: Any, warehouse: Any, tables: dict[str, str],
                  **connector: str) -> None:
         from cdc.config.load import parse_config
-        from devtools.connect import Marker, postgres_connector
 
-        self.pg, self.broker, self.connect, self.spark = pg, broker, connect, spark
-        self.db, self.prefix, self.name = unique("db"), unique("pg"), unique("dbz")
-        pg.create_database(self.db)
-        for table, ddl in tables.items():
-            self.sql(f"CREATE TABLE {table} ({ddl})")
-        self.sql("CREATE TABLE debezium_signal (id varchar(64) PRIMARY KEY, type varchar(32) NOT NULL, "
-                 "data varchar(2048))")
-        self.marker = Marker(pg, broker.bootstrap, self.prefix, self.db)
-        captured = [f"public.{t}" for t in tables] + ["public.debezium_signal", Marker.TABLE]
-        self.config = postgres_connector(pg, self.prefix, captured, self.db, **{
-            "signal.data.collection": "public.debezium_signal", "incremental.snapshot.chunk.size": "4",
-            "notification.enabled.channels": "sink", "notification.sink.topic.name": f"{self.prefix}.notifications",
-            **connector})
+        super().__init__(pg, connect, broker.bootstrap, unique("db"), unique("pg"), tables, name=unique("dbz"),
+                         **{"incremental.snapshot.chunk.size": "4", **connector})
+        self.create()
+        self.spark = spark
         self.ns = unique("dbz")
         self.cfg = parse_config({
             "pipeline": "dbz", "kafka": {"bootstrap.servers": broker.bootstrap}, "format": "json",
             "catalog": {"name": "lake", "type": "hadoop", "warehouse": str(warehouse)},
             "metadata_namespace": unique("meta"), "batch": {"read_timeout_seconds": 30},
-            "tables": [{"topic": f"{self.prefix}.public.{t}", "target": f"{self.ns}.{t}"} for t in tables]})
-
-    def sql(self, statement: str) -> list[tuple]:
-        return self.pg.execute(statement, database=self.db)
-
-    def start(self) -> None:
-        self.connect.create(self.name, self.config)
-        self.connect.wait_running(self.name)
+            "tables": [{"topic": self.topic(t), "target": f"{self.ns}.{t}"} for t in tables]})
 
     def ingest(self) -> dict[str, Any]:
         """Every change made so far reaches Kafka, then one batch per table."""
         from cdc.run.batch import run_batch
 
-        self.marker.sync()
+        self.sync()
         return run_batch(self.spark, self.cfg, list(self.cfg.tables))
-
-    def incremental_snapshot(self, table: str) -> str:
-        sid = unique("snap")
-        self.sql(f"INSERT INTO debezium_signal VALUES ('{sid}', 'execute-snapshot', "
-                 f"'{{\"data-collections\": [\"public.{table}\"], \"type\": \"incremental\"}}')")
-        return sid
-
-    def wait_snapshot_completed(self, timeout: float = 120.0) -> None:
-        """Until Debezium's notification says the incremental snapshot is completed."""
-        from devtools.broker import read_topic
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                notes = read_topic(self.broker.bootstrap, f"{self.prefix}.notifications", 1, idle_timeout=0.5)
-            except Exception:  # noqa: BLE001 - the topic is created with the first notification
-                notes = []
-            if any(json.loads(m.value()).get("payload", {}).get("type") == "COMPLETED" for m in notes if m.value()):
-                return
-            time.sleep(1)
-        raise TimeoutError("incremental snapshot not completed")
 
     def source_rows(self, table: str) -> dict[Any, tuple]:
         return {r[0]: tuple(_same(v) for v in r[1:]) for r in self.sql(f"SELECT * FROM {table} ORDER BY 1")}
@@ -100,9 +62,6 @@ class Source:
 
     def dead_letters(self) -> int:
         return self.spark.sql(f"SELECT count(*) FROM lake.{self.cfg.metadata_namespace}.dead_letters").first()[0]
-
-    def stop(self) -> None:
-        self.connect.delete(self.name)
 
 
 def _same(v: Any) -> Any:
