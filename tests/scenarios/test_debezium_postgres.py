@@ -3,74 +3,19 @@ Kafka's JsonConverter) → Apache Kafka → the job → Iceberg; the oracle is t
 
 from __future__ import annotations
 
-import math
 import threading
 import time
-from decimal import Decimal
-from typing import Any
 
 import pytest
 
-from devtools.pgsource import PostgresSource
-from tests.conftest import REPO, unique
+from tests.scenarios.debezium_chain import Source, connect_worker
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def connect(broker):
-    from devtools.connect import ConnectWorker
-
-    out = REPO / "test-output"
-    out.mkdir(exist_ok=True)
-    with ConnectWorker(broker.bootstrap, log_path=out / "connect.log") as worker:
-        yield worker
-
-
-class Source(PostgresSource):
-    """One database with a Debezium connector (``devtools.pgsource``) and the job's pipeline over its topics."""
-
-    def __init__(self, pg: Any, broker: Any, connect: Any, spark: Any, warehouse: Any, tables: dict[str, str],
-                 **connector: str) -> None:
-        from cdc.config.load import parse_config
-
-        super().__init__(pg, connect, broker.bootstrap, unique("db"), unique("pg"), tables, name=unique("dbz"),
-                         **{"incremental.snapshot.chunk.size": "4", **connector})
-        self.create()
-        self.spark = spark
-        self.ns = unique("dbz")
-        self.cfg = parse_config({
-            "pipeline": "dbz", "kafka": {"bootstrap.servers": broker.bootstrap}, "format": "json",
-            "catalog": {"name": "lake", "type": "hadoop", "warehouse": str(warehouse)},
-            "metadata_namespace": unique("meta"), "batch": {"read_timeout_seconds": 30},
-            "tables": [{"topic": self.topic(t), "target": f"{self.ns}.{t}"} for t in tables]})
-
-    def ingest(self) -> dict[str, Any]:
-        """Every change made so far reaches Kafka, then one batch per table."""
-        from cdc.run.batch import run_batch
-
-        self.sync()
-        return run_batch(self.spark, self.cfg, list(self.cfg.tables))
-
-    def source_rows(self, table: str) -> dict[Any, tuple]:
-        return {r[0]: tuple(_same(v) for v in r[1:]) for r in self.sql(f"SELECT * FROM {table} ORDER BY 1")}
-
-    def lake_rows(self, table: str) -> dict[Any, tuple]:
-        target = f"lake.{self.ns}.{table}"
-        cols = [c for c in self.spark.table(target).columns if not c.startswith("__")]
-        return {r[cols[0]]: tuple(_same(r[c]) for c in cols[1:]) for r in self.spark.table(target).collect()}
-
-    def dead_letters(self) -> int:
-        return self.spark.sql(f"SELECT count(*) FROM lake.{self.cfg.metadata_namespace}.dead_letters").first()[0]
-
-
-def _same(v: Any) -> Any:
-    """A value as both sides compare it (NaN equals NaN here)."""
-    if isinstance(v, float) and math.isnan(v):
-        return "NaN"
-    if isinstance(v, Decimal):
-        return v.normalize()
-    return v
+    yield from connect_worker(broker)
 
 
 def test_snapshot_streaming_special_floats_and_an_incremental_snapshot_while_rows_change(

@@ -15,9 +15,11 @@ Choices worth knowing:
 * Timestamps without zone (``Timestamp``/``MicroTimestamp``/``NanoTimestamp``, Connect ``Timestamp``) become
   ``timestamp('us')`` (wall clock); ``ZonedTimestamp`` strings become ``timestamp('us', 'UTC')``. All conversions
   are integer arithmetic: nanoseconds are floored to microseconds, fractional seconds beyond 6 digits are dropped.
-* Debezium encodes PostgreSQL ``infinity``/``-infinity`` timestamps as sentinel numbers; they pass through as long
-  as they fit in int64 microseconds (an overflow, or a ZonedTimestamp that is not an ISO-8601 instant such as the
-  string ``infinity``, raises ``DecodeError`` → dead letter). Float ``NaN``/``Infinity`` pass through as floats;
+* Debezium encodes PostgreSQL ``infinity``/``-infinity`` timestamps as sentinel numbers (PgJDBC's
+  ``PGStatement.DATE_POSITIVE_INFINITY``/``DATE_NEGATIVE_INFINITY`` µs); they pass through as long as they fit in
+  int64 microseconds (an overflow raises ``DecodeError`` → dead letter). ``timestamptz`` ±infinity arrives as the
+  ZonedTimestamp strings ``infinity``/``-infinity`` and becomes the same sentinels (``ZONED_INFINITY``); any other
+  string that is not an ISO-8601 instant raises ``DecodeError``. Float ``NaN``/``Infinity`` pass through as floats;
   Kafka's JsonConverter writes them as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, which ``converter(...,
   json_text=True)`` turns back into the floats.
 * ``VariableScaleDecimal`` has no fixed scale: it becomes ``decimal128(38, 10)`` (``VARIABLE_SCALE_DECIMAL``,
@@ -374,6 +376,9 @@ _ZONED = re.compile(r"^([+-]?\d{4,})-(\d\d)-(\d\d)[T ](\d\d):(\d\d)(?::(\d\d)(?:
 
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+# timestamptz ±infinity (Debezium's PostgreSQL connector sends these strings) → the µs its timestamp columns carry for
+# ±infinity (PgJDBC's PGStatement.DATE_POSITIVE_INFINITY / DATE_NEGATIVE_INFINITY), so both land alike
+ZONED_INFINITY = {"infinity": 9223372036825200000, "-infinity": -9223372036832400000}
 _MICROSECOND = dt.timedelta(microseconds=1)
 
 
@@ -385,6 +390,8 @@ def parse_zoned_timestamp(v: str) -> int:
             return (parsed - _EPOCH) // _MICROSECOND
     except (ValueError, TypeError):
         pass  # years outside 1..9999, or not a timestamp: the exact parser decides
+    if v in ("infinity", "-infinity"):
+        return ZONED_INFINITY[v]
     m = _ZONED.match(v) if isinstance(v, str) else None
     if m is None:
         raise DecodeError(f"not an ISO-8601 timestamp with offset: {str(v)[:40]!r}")

@@ -137,12 +137,15 @@ def test_temporal_converters_exact() -> None:
     ("2023-03-23T01:30:10.1-05:30", 1679554810 * US + 100000),
     ("1969-12-31T23:59:59.999999Z", -1),
     ("1970-01-01T00:00:00Z", 0),
+    # PostgreSQL timestamptz ±infinity: the µs sentinels Debezium sends for timestamp ±infinity (MicroTimestamp)
+    ("infinity", 9223372036825200000),
+    ("-infinity", -9223372036832400000),
 ])
 def test_zoned_timestamp(text: str, expected: int) -> None:
     assert parse_zoned_timestamp(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["infinity", "2023-03-23T07:00:10", "2023-13-01T00:00:00Z", ""])
+@pytest.mark.parametrize("bad", ["Infinity", "+infinity", "2023-03-23T07:00:10", "2023-13-01T00:00:00Z", ""])
 def test_zoned_timestamp_rejects(bad: str) -> None:
     with pytest.raises(DecodeError):
         parse_zoned_timestamp(bad)
