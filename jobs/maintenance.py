@@ -98,9 +98,14 @@ class Maintenance:
         self.orphans(ident)
 
     def orphans(self, ident: str) -> None:
+        from cdc.config.storage import on_object_storage
+
+        # object storage: list the table's files through its FileIO (S3FileIO), not a Hadoop file system (no s3a)
+        listing = ", prefix_listing => true" if on_object_storage(self.cfg.catalog.warehouse,
+                                                                    self.cfg.catalog.properties) else ""
         self.step(ident, "remove_orphan_files", lambda: {"files": len(self.spark.sql(
             f"CALL {self.cat}.system.remove_orphan_files(table => '{ident.split('.', 1)[1]}', older_than => "
-            f"{ts_literal(self.hours_ago(self.args.orphan_retention_hours))})").collect())})
+            f"{ts_literal(self.hours_ago(self.args.orphan_retention_hours))}{listing})").collect())})
 
     def old_committed_batches(self, t: "TableConfig") -> list[int]:
         from cdc.common.sql import lit

@@ -36,5 +36,5 @@ def test_wheel_installs_library_and_entry_points(cdc_wheel: Path, tmp_path: Path
         assert "missing.yaml" in proc.stderr
     jars = run(str(py), "-m", "cdc.spark.jars")
     assert jars.stdout.strip().split(",") == [
-        "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2", "org.apache.iceberg:iceberg-aws-bundle:1.10.2",
+        "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2", "org.apache.iceberg:iceberg-aws-bundle:1.10.1",
         "org.postgresql:postgresql:42.7.4", "org.mariadb.jdbc:mariadb-java-client:2.7.6"]

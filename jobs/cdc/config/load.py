@@ -17,6 +17,7 @@ import yaml
 
 from cdc.common.errors import ConfigError
 from cdc.config.bootstrap import parse_bootstrap
+from cdc.config.catalogs import refusal
 from cdc.config.model import (
     BAD_RECORD_POLICIES,
     CATALOG_TYPES,
@@ -171,8 +172,13 @@ class _Parser:
         name = c.get("name", "lake")
         if not isinstance(name, str) or not _NAME.match(name):
             raise self.fail("catalog.name", f"must be an identifier, got {name!r}")
-        ctype = self.choice(c.get("type", "hadoop"), "catalog.type", CATALOG_TYPES)
+        ctype = c.get("type", "hadoop")
+        if (refused := refusal(str(ctype), "")) is not None:
+            raise self.fail("catalog.type", refused)
+        ctype = self.choice(ctype, "catalog.type", CATALOG_TYPES)
         warehouse = c.get("warehouse")
+        if (refused := refusal(ctype, str(warehouse or ""))) is not None:
+            raise self.fail("catalog.warehouse", refused)
         if ctype in ("hadoop", "jdbc") and not warehouse:
             raise self.fail("catalog.warehouse", f"is required for a {ctype} catalog")
         if ctype in ("hadoop", "jdbc") and "://" not in str(warehouse) and not os.path.isabs(str(warehouse)):
@@ -228,7 +234,7 @@ class _Parser:
         w = f"tables[{i}]."
         allowed = {"topic", "target", "primary_key", "ordering", "delete_mode", "unavailable_value_placeholder",
                    "on_bad_record", "max_dead_letter_ratio", "allow_field_addition", "max_record_bytes",
-                   "column_types", "compacted", "ordering_epoch", "envelope", "topic_pattern",
+                   "column_types", "compacted", "ordering_epoch", "snapshot_deletes", "envelope", "topic_pattern",
                    "write_mode", "track_columns", "partition_by", "sort_by", "properties", "bootstrap"}
         self.unknown(t, allowed, w)
         t = {k: self.subst(v, w + k) for k, v in t.items()}
@@ -274,6 +280,7 @@ class _Parser:
             column_types=self.column_types(t.get("column_types"), w + "column_types"),
             compacted=self.compacted(t.get("compacted", "auto"), w + "compacted"),
             ordering_epoch=self.number(t.get("ordering_epoch", 0), w + "ordering_epoch", int, 0),
+            snapshot_deletes=self.flag(t.get("snapshot_deletes", True), w + "snapshot_deletes"),
             envelope=self.choice(t.get("envelope", "debezium"), w + "envelope", ENVELOPES),
             topic_pattern=pattern or "",
             layout=self.layout(t, w),

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 from cdc.common.errors import ConfigError
 from cdc.config.bootstrap import BootstrapConfig
+from cdc.config.catalogs import CATALOG_TYPES  # noqa: F401  (one home: cdc.config.catalogs)
 from cdc.config.table_layout import TableLayout
 
 FORMATS = ("avro", "json")
@@ -16,7 +17,6 @@ DELETE_MODES = ("hard", "soft")
 BAD_RECORD_POLICIES = ("dead_letter", "fail")
 ENVELOPES = ("debezium", "flattened")  # tables[].envelope
 WRITE_MODES = ("upsert", "append", "scd2")  # tables[].write_mode (cdc.merge.modes)
-CATALOG_TYPES = ("hadoop", "hive", "rest", "glue", "jdbc", "nessie")
 DEFAULT_PLACEHOLDER = "__debezium_unavailable_value"
 DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024  # key + value; larger records are bad records (0: no limit)
 # tables[].column_types (schemaless JSON): type names, and decimal(p,s) with 1 <= p <= 38, 0 <= s <= p
@@ -48,6 +48,11 @@ class TableConfig:
     # Raised after a database failover / RESET MASTER / move to a new cluster: changes of a newer epoch always win
     # over stored ones, whatever their source positions (cdc.positions.ordering).
     ordering_epoch: int = 0
+    # A completed snapshot (Debezium's initial or blocking snapshot: the read marked ``last`` /
+    # ``last_in_data_collection``) deletes the rows it did not read that are older than it: rows deleted while the
+    # connector was not streaming (a lost replication slot, a new connector) go. Off for a filtered snapshot
+    # (``snapshot.select.statement.overrides``, ``additional-conditions``) or several sources in one topic.
+    snapshot_deletes: bool = True
     # "debezium": the Debezium envelope (before/after/source/op); "flattened": records flattened by the
     # ExtractNewRecordState SMT (row fields + add.fields "__*" fields, __deleted from delete.handling.mode=rewrite)
     envelope: str = "debezium"

@@ -189,7 +189,11 @@ def _data_file(spark: Any, name: str, rows: Sequence[Mapping[str, Any]]) -> tupl
     factory.setAll(table.properties())
     key = iceberg_class(spark, "PartitionKey")(spec, schema)
     key.partition(records[0])
-    writer = factory.newDataWriter(output_files(spark, table).newOutputFile(spec, key), parquet(spark), key)
+    files = output_files(spark, table)
+    # unpartitioned: newOutputFile(spec, key) would name <data>//<file> (an empty partition path), which object
+    # stores keep as a key with an empty path segment ("data/%2F..." on S3)
+    out = files.newOutputFile() if spec.isUnpartitioned() else files.newOutputFile(spec, key)
+    writer = factory.newDataWriter(out, parquet(spark), key)
     try:
         for record in records:  # one by one: Py4J would pick write(Object) for the whole list
             writer.write(record)

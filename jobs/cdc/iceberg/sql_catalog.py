@@ -84,8 +84,11 @@ def pyiceberg_properties(catalog: "CatalogConfig") -> dict[str, str]:
     """``load_catalog`` properties of a ``jdbc`` catalog for pyiceberg's SQL catalog.
 
     The reader never creates the catalog's tables (``init_catalog_tables: false``): the job does, when it first
-    writes. The catalog's other properties (FileIO settings such as ``s3.endpoint``) pass through; ``jdbc.*``
-    are the Java driver's."""
-    props = {k: v for k, v in catalog.properties.items() if not k.startswith("jdbc.") and k != "uri"}
+    writes. The catalog's other properties (FileIO settings such as ``s3.endpoint``) pass under pyiceberg's names
+    (``cdc.config.storage``); ``jdbc.*`` are the Java driver's."""
+    from cdc.config.storage import pyiceberg_properties
+
+    props = pyiceberg_properties(catalog.warehouse, {k: v for k, v in catalog.properties.items()
+                                                     if not k.startswith("jdbc.") and k != "uri"})
     return {**props, "type": "sql", "uri": sqlalchemy_url(catalog.uri, catalog.properties),
             "warehouse": catalog.warehouse, "init_catalog_tables": "false"}

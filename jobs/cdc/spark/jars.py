@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from cdc.common.errors import ConfigError, RetryableError
+from cdc.config import storage
 from cdc.config.load import load_config
 
 ICEBERG_VERSION = "1.10.2"
@@ -48,7 +49,10 @@ POSTGRESQL_JDBC_VERSION = "42.7.4"
 MARIADB_JDBC_VERSION = "2.7.6"
 
 ICEBERG_SPARK_RUNTIME = f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_SCALA}:{ICEBERG_VERSION}"
-ICEBERG_AWS_BUNDLE = f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}"
+# The bundle holds only the (shaded) AWS SDK; S3FileIO and GlueCatalog are in the Spark runtime. Maven Central serves
+# no iceberg-aws-bundle 1.10.2 ("Could not find artifact", checked 2026-12-04), so the newest one it has, 1.10.1.
+AWS_BUNDLE_VERSION = "1.10.1"
+ICEBERG_AWS_BUNDLE = f"org.apache.iceberg:iceberg-aws-bundle:{AWS_BUNDLE_VERSION}"
 POSTGRESQL_JDBC = f"org.postgresql:postgresql:{POSTGRESQL_JDBC_VERSION}"
 MARIADB_JDBC = f"org.mariadb.jdbc:mariadb-java-client:{MARIADB_JDBC_VERSION}"
 ALL = (ICEBERG_SPARK_RUNTIME, ICEBERG_AWS_BUNDLE, POSTGRESQL_JDBC, MARIADB_JDBC)
@@ -67,8 +71,7 @@ def needed(catalog_type: str, warehouse: str | None, properties: Mapping[str, st
     """Coordinates a catalog needs (pure): the runtime, plus the AWS bundle for S3/Glue, plus PostgreSQL for JDBC."""
     out = [ICEBERG_SPARK_RUNTIME]
     locations = [warehouse or "", *(str(v) for v in properties.values())]
-    if catalog_type == "glue" or any(v.startswith(("s3://", "s3a://", "s3n://")) for v in locations) \
-            or "S3FileIO" in str(properties.get("io-impl", "")):
+    if catalog_type == "glue" or any(storage.on_object_storage(v, properties) for v in locations):
         out.append(ICEBERG_AWS_BUNDLE)
     if catalog_type == "jdbc" and str(properties.get("uri", "")).startswith("jdbc:postgresql:"):
         out.append(POSTGRESQL_JDBC)

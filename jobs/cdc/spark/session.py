@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from cdc.config import catalogs, storage
 from cdc.config.model import PipelineConfig
 from cdc.spark import jars, jvm_cache, localfs
 from cdc.spark.py4j_classes import bind_pyspark_classes
@@ -45,11 +46,6 @@ LOCAL_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=2
 LOCAL_SPARK_CONF = {"spark.broadcast.blockSize": "1m"}  # a local master's JVM only: there is no torrent to split
 ARCHIVES = (".whl", ".zip", ".egg")  # what --py-files ships
 _EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
-_CATALOG_IMPLS = {
-    "glue": "org.apache.iceberg.aws.glue.GlueCatalog",
-    "jdbc": "org.apache.iceberg.jdbc.JdbcCatalog",
-    "nessie": "org.apache.iceberg.nessie.NessieCatalog",
-}
 
 
 def effective_master(submitted: str | None, cli_master: str | None, yaml_master: str | None) -> str:
@@ -64,19 +60,18 @@ def is_local(master: str) -> bool:
 
 
 def catalog_conf(cfg: PipelineConfig) -> dict[str, str]:
-    """``spark.sql.catalog.<name>.*`` settings for the configured Iceberg catalog (pure)."""
+    """``spark.sql.catalog.<name>.*`` settings for the configured Iceberg catalog (pure): its type or implementation
+    (``cdc.config.catalogs``), the warehouse, and its properties (an ``s3://`` warehouse gets ``S3FileIO``,
+    ``cdc.config.storage``)."""
     c = cfg.catalog
     prefix = f"spark.sql.catalog.{c.name}"
     conf = {prefix: "org.apache.iceberg.spark.SparkCatalog"}
-    if c.type in _CATALOG_IMPLS:
-        conf[f"{prefix}.catalog-impl"] = _CATALOG_IMPLS[c.type]
-    else:  # hadoop, hive, rest: built into the Spark runtime
-        conf[f"{prefix}.type"] = c.type
+    conf.update({f"{prefix}.{k}": v for k, v in catalogs.spark_settings(c.type).items()})
     if c.warehouse:
         conf[f"{prefix}.warehouse"] = c.warehouse
     if c.type == "jdbc":  # the schema pyiceberg's SQL catalog creates and reads too (cdc.iceberg.sql_catalog)
         conf[f"{prefix}.jdbc.schema-version"] = "V1"
-    for k, v in c.properties.items():
+    for k, v in storage.java_properties(c.warehouse, c.properties).items():
         conf[f"{prefix}.{k}"] = v
     return conf
 
@@ -103,6 +98,8 @@ def session_conf(cfg: PipelineConfig, master: str | None = None, *, submitted: s
         # Arrow batches from the Kafka reader tasks; bounded memory per task.
         "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
         "spark.sql.iceberg.check-ordering": "false",
+        # what Spark masks in its UI, event logs and error texts: its default pattern plus the REST "credential"
+        "spark.redaction.regex": storage.REDACTION_REGEX,
     }
     conf.update(catalog_conf(cfg))
     if submitted is None:  # under spark-submit the JVM (and its classpath) exists already: jars are its business

@@ -2,7 +2,9 @@
 
 Hadoop catalogs have no pyiceberg implementation: a table is read with ``StaticTable.from_metadata`` on its newest
 ``metadata/vN.metadata.json`` (``version-hint.text`` can lag behind a concurrent commit, so a local warehouse is
-listed). Other catalog types go through ``pyiceberg.catalog.load_catalog`` with the YAML's catalog properties.
+listed). Other catalog types go through ``pyiceberg.catalog.load_catalog`` (the type each maps to:
+``cdc.config.catalogs``) with the YAML's catalog properties under pyiceberg's names (``cdc.config.storage``: S3
+endpoint, addressing, region and credentials for pyarrow's S3 file system; OAuth2 settings of a REST catalog).
 
 pyiceberg is imported lazily: this module is imported while DAG files are parsed.
 """
@@ -25,8 +27,7 @@ from cdc.config.names import dead_letters_identifier, ledger_identifier  # noqa:
 
 Row = dict[str, Any]
 _VERSION = re.compile(r"^v(\d+)\.metadata\.json$")
-_PYICEBERG_TYPES = {"rest": "rest", "nessie": "rest", "hive": "hive", "glue": "glue", "jdbc": "sql"}
-_SQL_CATALOGS: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+_CATALOGS: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
 
 
 def _local_path(location: str) -> Path | None:
@@ -57,7 +58,9 @@ def latest_metadata(table_location: str, properties: Mapping[str, str] = {}) -> 
 
 def load_table(catalog: "CatalogConfig", identifier: str) -> "Table | None":
     """``identifier`` is ``namespace.table`` inside the catalog; None when the table does not exist (yet)."""
-    props = dict(catalog.properties)
+    from cdc.config.storage import pyiceberg_properties
+
+    props = pyiceberg_properties(catalog.warehouse, catalog.properties)
     if catalog.type == "hadoop":
         from pyiceberg.table import StaticTable
 
@@ -70,18 +73,19 @@ def load_table(catalog: "CatalogConfig", identifier: str) -> "Table | None":
 
     props = catalog_properties(catalog)
     key = (catalog.name, tuple(sorted(props.items())))
-    cat = _SQL_CATALOGS.get(key) if catalog.type == "jdbc" else None
+    cat = _CATALOGS.get(key)
     if cat is None:
         cat = load_catalog(catalog.name, **props)
-        if catalog.type == "jdbc":  # one SQLAlchemy engine (connection pool) per database, not one per read
-            _SQL_CATALOGS[key] = cat
+        # jdbc: one SQLAlchemy engine (connection pool) per database, not one per read; rest: one OAuth2 session
+        # and config round trip; glue: one boto3 client
+        _CATALOGS[key] = cat
     try:
         return cat.load_table(identifier)
     except NoSuchTableError:
         return None
     except Exception as exc:  # a jdbc catalog whose tables the job has not created yet: no table either
         if catalog.type == "jdbc" and _missing_catalog_tables(exc):
-            _SQL_CATALOGS.pop(key, None)  # it probed the schema version before the job created the tables
+            _CATALOGS.pop(key, None)  # it probed the schema version before the job created the tables
             return None
         raise
 
@@ -93,8 +97,12 @@ def catalog_properties(catalog: "CatalogConfig") -> dict[str, str]:
         from cdc.iceberg.sql_catalog import pyiceberg_properties
 
         return pyiceberg_properties(catalog)
-    return {"type": _PYICEBERG_TYPES.get(catalog.type, catalog.type), "warehouse": catalog.warehouse,
-            **catalog.properties}
+    from cdc.config.catalogs import TYPES
+    from cdc.config.storage import pyiceberg_properties
+
+    props = pyiceberg_properties(catalog.warehouse, catalog.properties)
+    return {**props, "type": TYPES[catalog.type].pyiceberg_type,
+            **({"warehouse": catalog.warehouse} if catalog.warehouse else {})}
 
 
 def _missing_catalog_tables(exc: BaseException) -> bool:

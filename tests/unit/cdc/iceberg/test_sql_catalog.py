@@ -67,7 +67,8 @@ def test_spark_catalog_settings_for_jdbc() -> None:
         "spark.sql.catalog.lake.jdbc.user": "cdc",
         "spark.sql.catalog.lake.jdbc.password": "pw",
         "spark.sql.catalog.lake.jdbc.schema-version": "V1",  # the schema pyiceberg's SQL catalog also creates
-    }
+        "spark.sql.catalog.lake.io-impl": "org.apache.iceberg.aws.s3.S3FileIO",  # an s3:// warehouse (JdbcCatalog
+    }                                                                             # would use Hadoop's s3a otherwise)
     own = catalog_conf(cfg(jdbc(properties={"jdbc.schema-version": "V0"})))
     assert own["spark.sql.catalog.lake.jdbc.schema-version"] == "V0"
     assert "spark.sql.catalog.lake.jdbc.schema-version" not in catalog_conf(cfg({"warehouse": "/w"}))
@@ -135,7 +136,8 @@ def test_pyiceberg_properties_open_the_same_catalog_read_only() -> None:
     c = cfg(jdbc(properties={"jdbc.user": "cdc", "jdbc.password": "pw", "s3.endpoint": "http://minio:9000"})).catalog
     assert pyiceberg_properties(c) == {
         "type": "sql", "uri": "postgresql+psycopg://cdc:pw@db.internal:5433/iceberg", "warehouse": "s3://lake/wh",
-        "init_catalog_tables": "false", "s3.endpoint": "http://minio:9000"}
+        "init_catalog_tables": "false", "s3.endpoint": "http://minio:9000",
+        "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO"}  # pyarrow's S3 file system (cdc.config.storage)
 
 
 def test_jdbc_catalog_failures_are_named_retryable_or_terminal() -> None:

@@ -101,7 +101,7 @@ def test_ivy_cache_is_where_spark_left_a_resolved_jar(tmp_path) -> None:
 
 
 def test_jar_set_follows_catalog_and_warehouse() -> None:
-    s3 = cfg(catalog={"name": "lake", "type": "hadoop", "warehouse": "s3a://bucket/wh"})
+    s3 = cfg(catalog={"name": "lake", "type": "rest", "warehouse": "s3a://bucket/wh", "uri": "http://rest:8181"})
     assert jars.for_config(s3) == (jars.ICEBERG_SPARK_RUNTIME, jars.ICEBERG_AWS_BUNDLE)
     # S3 needs the AWS bundle too: a cached runtime alone does not make the session's jars files
     assert session_conf(s3, "local[2]", jar_files={jars.ICEBERG_SPARK_RUNTIME: "/x.jar"})["spark.jars.packages"] == \
@@ -154,7 +154,7 @@ def test_result_locations_plain_files_and_uris(tmp_path) -> None:
 
 def test_maven_urls_of_the_jar_set() -> None:
     assert jars.maven_url(jars.ICEBERG_AWS_BUNDLE) == (
-        "https://repo1.maven.org/maven2/org/apache/iceberg/iceberg-aws-bundle/1.10.2/iceberg-aws-bundle-1.10.2.jar")
+        "https://repo1.maven.org/maven2/org/apache/iceberg/iceberg-aws-bundle/1.10.1/iceberg-aws-bundle-1.10.1.jar")
     assert jars.maven_url(jars.POSTGRESQL_JDBC, "https://mirror/m2/") == (
         "https://mirror/m2/org/postgresql/postgresql/42.7.4/postgresql-42.7.4.jar")
 
