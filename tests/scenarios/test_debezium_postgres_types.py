@@ -175,3 +175,53 @@ def test_every_postgres_type_snapshot_and_streamed_equals_select_star(request, p
         assert src.lake_rows("types", LAKE_EXPRS) == src.source_rows("types", EXPECT, TEXT_TYPES)
     finally:
         src.stop()
+
+
+DECIMAL_TABLE = "id int PRIMARY KEY, n numeric(12,3), f numeric, m money, s numeric(20,10)"
+DECIMAL_ROWS = ["(1, 123456789.125, 1.5, 12.34, 0.00000012)", "(2, -0.001, 'NaN', -0.01, -0.0000001)",
+                "(3, 0, 0.0000001, 0, 0)", "(4, 'NaN', 'Infinity', 92233720368547758.07, 'NaN')",
+                "(5, NULL, '-Infinity', -92233720368547758.08, 1234567890.0123456789)",
+                "(6, 99999.5, 123456789012345678901234.0123456789, 1000, 0.000001)",
+                "(7, NULL, 0.0000000, NULL, -0.00000012)"]
+JAVA_SPECIALS = {"NaN": "NAN", "Infinity": "POSITIVE_INFINITY", "-Infinity": "NEGATIVE_INFINITY"}
+
+
+def as_double(text: str) -> float:
+    """``decimal.handling.mode=double``: the value correctly rounded to a double (``BigDecimal.doubleValue``)."""
+    return float(Decimal(re.sub(r"[$,]", "", text)))
+
+
+def as_string(text: str) -> str:
+    """``decimal.handling.mode=string``: Java's ``BigDecimal.toPlainString`` at the column's scale (Debezium 3.6.1
+    never sends an exponent: ``0.0000001200``, not ``1.200E-7``), which is PostgreSQL's own text; NaN/±Infinity
+    as Debezium spells them."""
+    return JAVA_SPECIALS.get(text) or re.sub(r"[$,]", "", text)
+
+
+@pytest.mark.parametrize("converter", CONVERTERS)
+def test_decimal_handling_modes_string_and_double(request, postgres, broker, connect, spark, warehouse, converter):
+    """``decimal.handling.mode=string`` and ``double`` (``precise`` is the test above): ``numeric(p,s)``, ``numeric``
+    and ``money`` become ``string`` / ``double`` columns holding what the mode sends (NaN and ±Infinity kept, unlike
+    ``precise``), snapshot and streamed rows alike."""
+    registry = converter_registry(request, converter)
+    sources = {mode: Source(postgres, broker, connect, spark, warehouse, {"amounts": DECIMAL_TABLE},
+                            registry=registry, **{"decimal.handling.mode": mode}) for mode in ("string", "double")}
+    try:
+        for src in sources.values():
+            src.sql("INSERT INTO amounts VALUES " + ", ".join(DECIMAL_ROWS[:3]))
+            src.start()
+        for src in sources.values():
+            src.sql("INSERT INTO amounts VALUES " + ", ".join(DECIMAL_ROWS[3:]))
+            src.sql("UPDATE amounts SET n = n + 1 WHERE id = 1")
+            src.ingest_clean()
+        for mode, convert, spark_type in (("string", as_string, "string"), ("double", as_double, "double")):
+            src = sources[mode]
+            types = src.lake_types("amounts")
+            assert [types[c] for c in "nfms"] == [spark_type] * 4, (mode, types)
+            expected = src.source_rows("amounts", dict.fromkeys("nfms", convert), ("numeric", "money"))
+            assert src.lake_rows("amounts") == expected, mode
+        assert sources["string"].lake_rows("amounts")[3] == ("0.000", "0.0000001", "0.00", "0.0000000000")
+        assert sources["double"].lake_rows("amounts")[4][:2] == ("NaN", float("inf"))
+    finally:
+        for src in sources.values():
+            src.stop()
