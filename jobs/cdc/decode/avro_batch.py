@@ -38,6 +38,8 @@ from cdc.schema.columns import (
     OP,
     PARTITION,
     SERVER_ID,
+    SNAPSHOT_END,
+    SNAPSHOT_END_MARKS,
     SOURCE_TS_MS,
     TOPIC,
     TS_MS,
@@ -174,6 +176,7 @@ def _decode_group(spec: Any, topic: str, partition: int, group: Sequence[Message
     arrays[TS_MS] = pc.if_else(is_m, pa.nulls(n, pa.int64()), table.column("ts_ms").combine_chunks()
                                    .cast(pa.int64())) if "ts_ms" in table.column_names else pa.nulls(n, pa.int64())
     arrays[SERVER_ID] = pc.if_else(is_m, pa.nulls(n, pa.string()), _servers(source))
+    arrays[SNAPSHOT_END] = _snapshot_ends(source, op)
     arrays[UNAVAILABLE] = unavailable
     arrays.update(cols)
     batch = pa.RecordBatch.from_arrays([arrays[f.name].cast(f.type) for f in schema], schema=schema)
@@ -187,6 +190,16 @@ def _servers(source: pa.StructArray) -> pa.Array:
         return pa.nulls(len(source), pa.string())
     ids = pc.struct_field(source, ["server_id"]).cast(pa.string())
     return pc.if_else(pc.is_in(ids, pa.array(NO_SERVER, pa.string())), pa.nulls(len(source), pa.string()), ids)
+
+
+def _snapshot_ends(source: pa.StructArray, op: pa.Array) -> pa.Array:
+    """``SNAPSHOT_END`` of each record: a read whose ``source.snapshot`` ends a table's snapshot."""
+    names = {source.type.field(i).name for i in range(source.type.num_fields)}
+    if "snapshot" not in names:
+        return pa.array([False] * len(source), pa.bool_())
+    marks = pc.struct_field(source, ["snapshot"]).cast(pa.string())
+    ends = pc.and_(pc.equal(op, "r"), pc.is_in(marks, pa.array(SNAPSHOT_END_MARKS, pa.string())))
+    return pc.fill_null(ends, False)
 
 
 def _ordering(ordering: Any, source: pa.StructArray, table: pa.Table, op: pa.Array, partition: int,

@@ -79,7 +79,8 @@ def vector_converter(f: ConnectField, target: pa.DataType) -> VecConv | None:
 
 def _ordering_fields(ordering: Any) -> tuple[set[str], set[str]]:
     """(source fields, envelope fields) the staging row reads besides the row image."""
-    source, top = {"ts_ms", "server_id"}, {"op", "source", "ts_ms"}  # server_id: cdc.positions.regression
+    # server_id: cdc.positions.regression; snapshot: the end of a snapshot (SNAPSHOT_END)
+    source, top = {"ts_ms", "server_id", "snapshot"}, {"op", "source", "ts_ms"}
     if ordering.kind == "postgresql_lsn":
         source.add("lsn")
     elif ordering.kind == "postgresql":

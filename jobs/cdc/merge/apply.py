@@ -79,8 +79,10 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
                 stats: BatchStats, compacted: bool = False,
                 epochs: Epochs | None = None,
                 layout: TableLayout | None = None, write_mode: str = "upsert",
-                track_columns: Sequence[str] = (), filters: BatchConfig = BatchConfig()) -> ApplyResult:
-    """``filters``: when to cut the target to the batch's keys (``key_filter_max_changes``,
+                track_columns: Sequence[str] = (), filters: BatchConfig = BatchConfig(),
+                snapshot_deletes: bool = True) -> ApplyResult:
+    """``snapshot_deletes`` (upsert): a batch in which a snapshot ended deletes the rows older than the snapshot's
+    reads, like a truncate just before them (``snapshot_barrier``; ``tables[].snapshot_deletes``). ``filters``: when to cut the target to the batch's keys (``key_filter_max_changes``,
     ``key_filter_min_target_rows``, ``cdc.merge.sql.near``) and when the MERGE puts a bloom filter of the batch's keys on
     the target's scan (``bloom_filter_min_target_rows``, ``cdc.merge.bloom``); both measure the target by its current
     snapshot's ``total-records``. A batch the driver read commits its changes to the target and tombstones as row
@@ -100,6 +102,11 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
         ensure_tombstones(spark, names.tombstones, key_cols, ordering)
     rows = target.total_records
     own = stats.truncate
+    if snapshot_deletes and stats.snapshot_end is not None:
+        end = snapshot_barrier(stats.snapshot_end)
+        log.info("table %s: a snapshot ended in batch %d: rows older than its reads (position %s) that it did not "
+                 "read are deleted", names.target, batch_id, list(stats.snapshot_end))
+        own = end if own is None or end > own else own
     previous_barrier = align(previous_barrier, len(ordering))
     barrier = max(b for b in (previous_barrier, own) if b) if (previous_barrier or own) else None
     spec = MergeSpec(
@@ -168,6 +175,16 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
         deleted=actions.get("delete", 0) + truncated, skipped=actions.get("skip", 0), truncated=truncated,
         snapshot_id=snapshot_id(spark, names.target), barrier=own,
     )
+
+
+def snapshot_barrier(end: Sequence[int]) -> tuple[int, ...]:
+    """The truncate position a completed snapshot acts as (pure): just before its reads' position ``end``. All reads
+    of an initial or blocking snapshot share one position (PostgreSQL ``(S - 1, S)``, MySQL's binlog coordinates at
+    its start, SQL Server's and Oracle's snapshot LSN/SCN), so every row it read stays (not older), every row older
+    than it that it did not read goes, and every change streamed after it is newer. Integer positions: "before
+    ``(…, x)``" is "at or before ``(…, x - 1)``", the truncate's rule (rows below it go, changes at or below it are
+    dropped)."""
+    return (*end[:-1], end[-1] - 1)
 
 
 def one_task_fits(spark: Any, names: TableNames, soft: bool, target_rows: int, filters: BatchConfig) -> bool:

@@ -374,7 +374,7 @@ class TableRun:
         if not key:
             result.warnings.append(keyless_warning(self.t.target, self.t.topic))
         mode = effective_mode(self.t.write_mode, key, self.t.target, self.cfg.source_path)
-        return {"write_mode": mode, "track_columns": self.t.track_columns}
+        return {"write_mode": mode, "track_columns": self.t.track_columns, "snapshot_deletes": self.t.snapshot_deletes}
 
     def compacted(self, result: TableResult) -> bool:
         """Is the topic compacted (Kafka tombstones delete keys)? ``tables[].compacted``, else the topic's

@@ -84,6 +84,10 @@ ERROR_CLASS, ERROR, RAW_KEY, RAW_VALUE = "__error_class", "__error", "__raw_key"
 # a change's originating server (MySQL/MariaDB ``source.server_id`` as text; NULL: none, or 0 in snapshot reads):
 # a server never seen in a partition below the position it reached is a failover (cdc.positions.regression)
 SERVER_ID = "__server_id"
+# true on the read that ends a table's snapshot (Debezium ``source.snapshot`` "last" / "last_in_data_collection" of an
+# initial or blocking snapshot): the batch deletes older rows the snapshot did not read (cdc.merge.apply)
+SNAPSHOT_END = "__snapshot_end"
+SNAPSHOT_END_MARKS = ("last", "last_in_data_collection")
 STAGING_HEAD = (
     Column("batch_id", pa.int64(), False),
     Column(TOPIC, pa.string(), False),
@@ -97,6 +101,7 @@ STAGING_TAIL = (
     Column(SOURCE_TS_MS, pa.int64()),
     Column(TS_MS, pa.int64()),
     Column(SERVER_ID, pa.string()),
+    Column(SNAPSHOT_END, pa.bool_()),
     Column(UNAVAILABLE, pa.list_(pa.string())),
     Column(ERROR_CLASS, pa.string()),
     Column(ERROR, pa.string()),

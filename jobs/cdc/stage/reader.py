@@ -38,6 +38,8 @@ from cdc.schema.columns import (
     RAW_KEY,
     RAW_VALUE,
     SERVER_ID,
+    SNAPSHOT_END,
+    SNAPSHOT_END_MARKS,
     SOURCE_TS_MS,
     TOPIC,
     TS_MS,
@@ -137,6 +139,7 @@ def stage_record(spec: ReadSpec, topic: str, partition: int, offset: int, ts_ms:
             return row
         row: dict[str, Any] = {**base, KIND: CHANGE, OP: ev.op, SOURCE_TS_MS: ev.source.get("ts_ms"),
                                TS_MS: ev.ts_ms, SERVER_ID: server_identity(ev.source.get("server_id")),
+                               SNAPSHOT_END: ev.op == "r" and ev.source.get("snapshot") in SNAPSHOT_END_MARKS,
                                UNAVAILABLE: list(ev.unavailable) or None, RAW_KEY: None, RAW_VALUE: None}
         position = spec.ordering.position(ev.source, ev.ts_ms, ev.op, partition, offset)
         row.update(zip(spec.ordering.columns, position))

@@ -14,7 +14,7 @@ from cdc.common.sql import lit, q
 from cdc.decode.model import SKIPPED_KINDS
 from cdc.iceberg.tables import added_records
 from cdc.kafka.plan import OffsetRange
-from cdc.schema.columns import KIND, NEW_KEY, OLD_KEY, OP, PARTITION, SERVER_ID, UNAVAILABLE
+from cdc.schema.columns import KIND, NEW_KEY, OLD_KEY, OP, PARTITION, SERVER_ID, SNAPSHOT_END, UNAVAILABLE
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,8 @@ class BatchStats:
     # None when Spark tasks read it or the staged rows were counted. Where the stats came from, not what they say:
     # not compared (stats counted from the rows in hand equal those counted by the query)
     driver_bytes: int | None = field(default=None, compare=False)
+    # the newest position of a read that ends a snapshot (SNAPSHOT_END), None: no snapshot ended in the batch
+    snapshot_end: tuple[int, ...] | None = None
 
     @property
     def events_read(self) -> int:
@@ -62,6 +64,8 @@ def batch_stats(spark: Any, staging: str, batch_id: int, ordering: Sequence[str]
     headers = {OLD_KEY, NEW_KEY} <= have
     servers = f"collect_set(IF({q(KIND)} = 'change', {q(SERVER_ID)}, NULL))" if SERVER_ID in have \
         else "CAST(NULL AS ARRAY<STRING>)"  # staged before server ids were
+    ends = (f"max(IF({q(KIND)} = 'change' AND {q(SNAPSHOT_END)}, {position}, NULL))" if SNAPSHOT_END in have
+            else "CAST(NULL AS STRING)")  # staged before snapshot ends were
     moves = (f"count_if({q(KIND)} = 'change' AND {q(OLD_KEY)} IS NOT NULL) AS mo, "
              f"count_if({q(KIND)} = 'change' AND {q(NEW_KEY)} IS NOT NULL AND {q(OP)} = 'd') AS md, "
              ) if headers else ""
@@ -70,7 +74,7 @@ def batch_stats(spark: Any, staging: str, batch_id: int, ordering: Sequence[str]
         f"sum(IF({q(KIND)} = 'error', 1, 0)) AS e, array_distinct(flatten(collect_list({q(UNAVAILABLE)}))) AS u, "
         f"max(IF({q(KIND)} = 'change' AND {q(OP)} = 't', {position}, NULL)) AS t, "
         f"max(IF({q(KIND)} = 'change', {position}, NULL)) AS m, "
-        f"{moves}{lowest} AS lo, {servers} AS sv "
+        f"{moves}{lowest} AS lo, {servers} AS sv, {ends} AS se "
         f"FROM {staging} WHERE batch_id = {int(batch_id)} GROUP BY {q(PARTITION)}"
     ).collect()
     return _assemble([r.asDict() for r in rows], headers)
@@ -123,7 +127,7 @@ def _partition_aggregates(rows: pa.RecordBatch, ordering: Sequence[str]) -> dict
 
     kind = _column(rows, KIND)
     change = pc.fill_null(pc.equal(kind, "change"), False)
-    needed = [c for c in (OP, SERVER_ID, OLD_KEY, NEW_KEY, *ordering) if c in rows.schema.names]
+    needed = [c for c in (OP, SERVER_ID, SNAPSHOT_END, OLD_KEY, NEW_KEY, *ordering) if c in rows.schema.names]
     changes = rows.select(needed).filter(change)  # only the columns counted: no copy of the row images
     op = _column(changes, OP)
     unavailable = _column(rows, UNAVAILABLE)
@@ -133,6 +137,8 @@ def _partition_aggregates(rows: pa.RecordBatch, ordering: Sequence[str]) -> dict
         "u": pc.unique(pc.list_flatten(unavailable)).to_pylist() if unavailable.null_count < len(unavailable) else [],
         "t": _newest_of(changes.filter(pc.fill_null(pc.equal(op, "t"), False)), ordering),
         "m": _newest_of(changes, ordering),
+        "se": _newest_of(changes.filter(pc.fill_null(changes.column(SNAPSHOT_END), False)), ordering)
+        if SNAPSHOT_END in changes.schema.names else None,
         "mo": count(pc.is_valid(_column(changes, OLD_KEY))),
         "md": count(pc.and_(pc.is_valid(_column(changes, NEW_KEY)), pc.fill_null(pc.equal(op, "d"), False))),
         "lo": [pc.min(_column(changes, c)).as_py() for c in ordering],
@@ -173,7 +179,7 @@ def merge_aggregates(parts: Iterable[Mapping[int, Mapping[str, Any]]]) -> dict[i
             for k in ("n", "s", "e", "mo", "md"):
                 o[k] += a[k]
             o["u"].extend(c for c in a["u"] if c not in o["u"])
-            o["m"], o["t"] = _newest(o["m"], a["m"]), _newest(o["t"], a["t"])
+            o["m"], o["t"], o["se"] = _newest(o["m"], a["m"]), _newest(o["t"], a["t"]), _newest(o["se"], a["se"])
             o["lo"] = _lowest(o["lo"], a["lo"])
             o["sv"] |= a["sv"]
     return out
@@ -231,6 +237,7 @@ def _assemble(groups: Sequence[Mapping[str, Any]], headers: bool) -> BatchStats:
     """``BatchStats`` from a batch's aggregates per partition, named as ``batch_stats``' query names them (``sv``:
     None when the staging table has no server ids; ``mo``, ``md``: only with ``headers``)."""
     truncates = [tuple(int(v) for v in g["t"]) for g in groups if g["t"] is not None]
+    ends = [tuple(int(v) for v in g["se"]) for g in groups if g.get("se") is not None]
     return BatchStats(
         partitions={int(g["p"]): PartitionCounts(int(g["p"]), int(g["n"]), int(g["s"]), int(g["e"]),
                                                  tuple(int(v) for v in g["m"]) if g["m"] is not None else None,
@@ -240,5 +247,6 @@ def _assemble(groups: Sequence[Mapping[str, Any]], headers: bool) -> BatchStats:
                     for g in groups},
         toast_columns=tuple(sorted({c for g in groups for c in (g["u"] or [])})),
         truncate=max(truncates) if truncates else None,
+        snapshot_end=max(ends) if ends else None,
         moves=(sum(g["mo"] for g in groups), sum(g["md"] for g in groups)) if headers else None,
     )

@@ -1,7 +1,7 @@
 """The stats of a batch the driver read (``cdc.stage.stats.arrow_batch_stats``, counted in Python from the rows in hand)
 equal those ``cdc.stage.stats.batch_stats`` counts with Spark SQL from the same rows in a real Iceberg staging table: every
-partition's counts, newest and lowest positions (with NULL fields), server ids, TOAST columns, the truncate position
-and the primary-key move counts. A difference would change what a small batch merges and what the ledger records."""
+partition's counts, newest and lowest positions (with NULL fields), server ids, TOAST columns, the truncate position,
+the newest snapshot end and the primary-key move counts. A difference would change what a small batch merges and what the ledger records."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ record = st.fixed_dictionaries({
     "partition": st.integers(0, 2), "kind": st.sampled_from(KINDS), "op": st.sampled_from([None, "c", "u", "d", "t"]),
     "o0": st.integers(0, 3), "o1": st.sampled_from([None, 0, 1, 2, 3, 4, 5, 6]), "server": st.one_of(st.none(), st.sampled_from(["1", "2"])),
     "unavailable": st.one_of(st.none(), st.lists(st.sampled_from(["name", "bio"]), max_size=2)),
-    "old": st.booleans(), "new": st.booleans(),
+    "old": st.booleans(), "new": st.booleans(), "end": st.sampled_from([None, False, True]),
 })
 
 
@@ -51,7 +51,8 @@ def arrow_rows(records: list[dict], batch_id: int) -> pa.RecordBatch:
         "__partition": [r["partition"] for r in records], "__offset": list(range(len(records))),
         "__kind": [r["kind"] for r in records], "__op": [r["op"] for r in records],
         "__o0": [r["o0"] for r in records], "__o1": [r["o1"] for r in records],
-        "__server_id": [r["server"] for r in records], "__unavailable": [r["unavailable"] for r in records],
+        "__server_id": [r["server"] for r in records], "__snapshot_end": [r.get("end") for r in records],
+        "__unavailable": [r["unavailable"] for r in records],
         "__old_key": [key(r["old"], i) for i, r in enumerate(records)],
         "__new_key": [key(r["new"], i) for i, r in enumerate(records)],
     }
@@ -93,7 +94,7 @@ def test_most_examples_compared_values_not_errors():
 
 
 def test_a_staging_table_without_headers_or_server_ids_is_counted_as_sql_counts_it(spark):
-    """Older staging tables lack the PK-move headers and server ids: both paths then report none."""
+    """Older staging tables lack the PK-move headers, server ids and snapshot ends: both paths then report none."""
     staging = f"lake.stats.staging_{next(_tables)}"
     cols = staging_columns(ROW, ORDERING, ["id"])
     ensure_staging(spark, staging, cols)
@@ -101,10 +102,10 @@ def test_a_staging_table_without_headers_or_server_ids_is_counted_as_sql_counts_
                 "old": True, "new": False}]
     batch = arrow_rows(records, 3)
     arrow_frame(spark, iter([batch]), arrow_schema(cols), spark_schema(cols)).writeTo(staging).overwritePartitions()
-    spark.sql(f"ALTER TABLE {staging} DROP COLUMNS (__old_key, __new_key, __server_id)")
+    spark.sql(f"ALTER TABLE {staging} DROP COLUMNS (__old_key, __new_key, __server_id, __snapshot_end)")
     have = {f.name for f in spark.table(staging).schema.fields}
     expected = batch_stats(spark, staging, 3, ORDERING)
-    assert expected.moves is None and expected.partitions[0].server_ids is None
+    assert expected.moves is None and expected.partitions[0].server_ids is None and expected.snapshot_end is None
     assert arrow_batch_stats([batch], ORDERING, have) == expected
 
 

@@ -70,8 +70,8 @@ def wire(schema_id: int, parsed: Any, datum: Any) -> bytes:
     return buf.getvalue()
 
 
-def pg_source(lsn: int | None, ts_ms: int = 1_700_000_000_000) -> dict[str, Any]:
-    return {"version": "2.7.0.Final", "connector": "postgresql", "name": "db", "ts_ms": ts_ms, "snapshot": "false",
+def pg_source(lsn: int | None, ts_ms: int = 1_700_000_000_000, snapshot: str = "false") -> dict[str, Any]:
+    return {"version": "2.7.0.Final", "connector": "postgresql", "name": "db", "ts_ms": ts_ms, "snapshot": snapshot,
             "db": "inventory", "schema": "public", "table": "t", "txId": 7, "lsn": lsn}
 
 

@@ -137,7 +137,8 @@ def scenarios(draw: Any) -> dict[str, Any]:
         row = {f.name: _value(draw, f) for f in versions[v]}
         row["id"] = draw(st.integers(1, 5))
         lsn = None if draw(st.integers(0, 30)) == 0 else draw(st.integers(1, 10**9))
-        records.append((v, op, row, lsn))
+        mark = draw(st.sampled_from(("false", "true", "first", "last", "last_in_data_collection", "incremental")))
+        records.append((v, op, row, lsn, mark))
     return {"versions": versions, "records": records, "existing_upto": draw(st.integers(0, len(versions) - 1)),
             "allow_field_addition": draw(st.booleans())}
 
@@ -158,14 +159,15 @@ def _messages(url: str, topic: str, ns: str, versions: list[list[Field]], record
     ids = [register(url, f"{topic}-value", s) for s in schemas]
     parsed = [fastavro.parse_schema(copy.deepcopy(s)) for s in schemas]
     msgs = []
-    for v, op, row, lsn in records:
+    for v, op, row, lsn, mark in records:
         key = wire(kid, kparsed, {"id": row["id"]})
         if op == "tombstone":
             msgs.append((len(msgs), None, key, None))
             continue
         before, after = {"c": (None, row), "r": (None, row), "u": (row, row), "d": (row, None), "t": (None, None),
                          "u_no_before": (None, row), "d_no_before": (None, None)}[op]
-        value = {"before": before, "after": after, "source": pg_source(lsn), "op": op[0], "ts_ms": lsn}
+        value = {"before": before, "after": after, "source": pg_source(lsn, snapshot=mark), "op": op[0],
+                 "ts_ms": lsn}
         msgs.append((len(msgs), 1_700_000_000_000 + len(msgs), None if op == "t" else key,
                      wire(ids[v], parsed[v], value)))
     return msgs, schemas

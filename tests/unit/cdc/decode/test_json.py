@@ -412,3 +412,28 @@ def test_the_json_converters_special_floats_are_numbers_not_dead_letters() -> No
     schemaless = JsonDecoder("topic", samples.PLACEHOLDER, column_types={"score": "double"})
     raw = _schemaless({"id": 1, "score": "NaN"})
     assert math.isnan(schemaless.bind(schemaless.resolve_columns([(None, raw)])).decode(None, raw).row["score"])
+
+
+@pytest.mark.parametrize(("op", "mark", "end"), [("r", "last", True), ("r", "last_in_data_collection", True),
+                                                  ("r", "first", False), ("r", "true", False),
+                                                  ("r", "incremental", False), ("u", "false", False)])
+def test_the_read_that_ends_a_snapshot_is_staged_as_its_end(op: str, mark: str, end: bool) -> None:
+    """``__snapshot_end``: a read whose ``source.snapshot`` is ``last`` / ``last_in_data_collection`` (an initial or
+    blocking snapshot's end, after which ``cdc.merge.apply`` deletes the rows the snapshot did not read); never an
+    incremental snapshot's read, a first read or a streamed change."""
+    from cdc.positions.ordering import resolve
+    from cdc.schema.columns import SNAPSHOT_END, staging_columns
+    from cdc.stage.reader import ReadSpec, stage_record
+
+    value = json.dumps({"before": None, "after": {"id": 1}, "op": op, "ts_ms": 5, "source": {
+        "connector": "postgresql", "lsn": 100, "sequence": json.dumps([None, "100"]), "snapshot": mark,
+        "ts_ms": 4}}).encode()
+    d = decoder()
+    cols = d.resolve_columns([(None, value)])
+    ordering = resolve("auto", "postgresql", "ns.t")
+    spec = ReadSpec(table="ns.t", kafka_conf={}, decoder=d.bind(cols), ordering=ordering, key=("id",),
+                    row_columns=tuple(cols), staging_columns=tuple(staging_columns(cols, ordering.columns)),
+                    batch_id=1)
+    row = stage_record(spec, "topic", 0, 7, None, None, value)
+    assert (row["__kind"], row[SNAPSHOT_END]) == ("change", end)
+
