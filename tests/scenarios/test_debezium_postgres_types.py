@@ -225,3 +225,30 @@ def test_decimal_handling_modes_string_and_double(request, postgres, broker, con
     finally:
         for src in sources.values():
             src.stop()
+
+
+@pytest.mark.parametrize("converter", CONVERTERS)
+def test_a_value_the_mapping_cannot_hold_is_a_dead_letter_naming_the_column(request, postgres, broker, connect,
+                                                                            spark, warehouse, converter):
+    """A ``numeric`` (no scale: ``decimal(38,10)``) value with 11 fractional digits cannot be held without
+    rounding: that row is a dead letter whose error names the column, also as the newest record of the table's
+    first batch; every other row lands and the table equals ``SELECT *`` without it."""
+    src = Source(postgres, broker, connect, spark, warehouse, {"measures": "id int PRIMARY KEY, v numeric"},
+                 registry=converter_registry(request, converter),
+                 table_settings={"measures": {"max_dead_letter_ratio": 0.5}})  # 1 of 4 records
+    src.sql("INSERT INTO measures VALUES (1, 1.5), (2, -0.0000000001)")
+    src.start()
+    try:
+        src.sql("INSERT INTO measures VALUES (3, 2.25), (4, 1.00000000001)")  # 4: the batch's newest record
+        summary = src.ingest()
+        [table] = summary["tables"]
+        assert table["status"] == "committed" and table["dead_letters"] == 1, table
+        [error] = src.dead_letter_errors()
+        assert "'v'" in error and "fractional digits" in error, error
+        expected = src.source_rows("measures")
+        assert src.lake_rows("measures") == {k: v for k, v in expected.items() if k != 4}
+        src.sql("UPDATE measures SET v = 4 WHERE id = 4")
+        src.ingest()
+        assert src.lake_rows("measures") == src.source_rows("measures")
+    finally:
+        src.stop()
