@@ -31,6 +31,7 @@ from typing import IO, Any, Mapping
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from devtools import broker_security as security_mod
 from devtools import maven
 
 HOST = "127.0.0.1"
@@ -241,11 +242,20 @@ class LocalBroker:
             Producer({"bootstrap.servers": broker.bootstrap})
 
     ``home``: the folder of its configuration and log (default: a temporary folder, removed by ``stop``).
-    ``settings``: broker properties over ``SETTINGS`` (e.g. a SASL listener).
+    ``settings``: broker properties over ``SETTINGS``. ``security="sasl_ssl"``: a SASL_SSL listener besides the
+    plaintext one (SCRAM-SHA-512 user ``sasl_user``, a random password unless given, over TLS with a CA made at start:
+    ``devtools.broker_security``); ``client_conf()`` reaches the broker through it.
     """
 
     def __init__(self, port: int | None = None, log_path: str | os.PathLike[str] | None = None,
-                 home: str | os.PathLike[str] | None = None, settings: Mapping[str, str] | None = None) -> None:
+                 home: str | os.PathLike[str] | None = None, settings: Mapping[str, str] | None = None,
+                 security: str | None = None, sasl_user: str = "cdc", sasl_password: str | None = None) -> None:
+        if security not in (None, "sasl_ssl"):
+            raise ValueError(f"security {security!r}: only None or 'sasl_ssl'")
+        self.security, self.sasl_user = security, sasl_user
+        self.sasl_password = sasl_password or (security_mod.new_password() if security else None)
+        self._sasl_port: int | None = None
+        self._tls: security_mod.Tls | None = None
         self._requested_port = port
         self._port: int | None = port
         self._controller_port: int | None = None
@@ -298,13 +308,15 @@ class LocalBroker:
                     raise RuntimeError(f"port {self._port} or {self._controller_port} is already in use")
                 self._port = self._controller_port = None
                 continue
-            argv = prepare(self._home, self._port, self._controller_port, self._settings)
+            argv = prepare(self._home, self._port, self._controller_port, {**self._secured(), **self._settings})
             self._log = open(self._log_path, "ab") if self._log_path else None  # noqa: SIM115
             sink: IO[bytes] | int = self._log if self._log is not None else subprocess.DEVNULL
             self._proc = subprocess.Popen(argv, stdout=sink, stderr=sink, stdin=subprocess.DEVNULL)
             proc = self._proc
             try:
                 wait_until_ready(self.bootstrap, timeout, alive=lambda: proc.poll() is None)
+                if self.security:
+                    security_mod.add_scram_user(self.admin(), self.sasl_user, str(self.sasl_password))
                 return self
             except Exception:
                 self._kill()
@@ -312,6 +324,22 @@ class LocalBroker:
                     raise
                 self._port = self._controller_port = None
         return self
+
+    def _secured(self) -> dict[str, str]:
+        """The SASL_SSL listener's properties (none without ``security``); its port is kept across restarts."""
+        if not self.security:
+            return {}
+        if self._sasl_port is None or self._sasl_port in (self._port, self._controller_port):
+            self._sasl_port = free_ports(1, (self.port, int(self._controller_port or 0)))[0]
+        self._tls = security_mod.make_tls(self.home)
+        return security_mod.listener_settings(HOST, self.port, self._sasl_port, int(self._controller_port or 0),
+                                              self._tls)
+
+    def client_conf(self) -> dict[str, str]:
+        """librdkafka properties through the SASL_SSL listener (``security="sasl_ssl"``)."""
+        if self._tls is None or self._sasl_port is None:
+            raise RuntimeError("broker not started with security='sasl_ssl'")
+        return security_mod.client_conf(HOST, self._sasl_port, self.sasl_user, str(self.sasl_password), self._tls)
 
     def restart(self, down_seconds: float = 0.0, timeout: float = 60.0) -> None:
         """Stop the broker (SIGTERM: a clean shutdown) and start it again on the same ports and log."""
@@ -326,7 +354,7 @@ class LocalBroker:
     def stop(self, grace: float = 30.0) -> None:
         """Stop the JVM by PID (SIGTERM, then SIGKILL after ``grace`` seconds); a temporary log is removed."""
         self._kill(grace)
-        self._port, self._controller_port = self._requested_port, None
+        self._port, self._controller_port, self._sasl_port = self._requested_port, None, None
         if self._own_home and self._home is not None:
             shutil.rmtree(self._home, ignore_errors=True)
             self._home = None

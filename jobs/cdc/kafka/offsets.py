@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping
 
-from cdc.common.errors import KafkaUnavailable, TopicNotFound
+from cdc.common.errors import CdcError, ConfigError, KafkaUnavailable, TopicNotFound
 
 _CONSUMER_DEFAULTS = {
     "enable.auto.commit": False,
@@ -37,20 +37,60 @@ def consumer_conf(kafka_conf: Mapping[str, Any], group: str = "cdc-iceberg") -> 
 
 
 def new_consumer(kafka_conf: Mapping[str, Any], **overrides: Any) -> Any:
-    from confluent_kafka import Consumer
+    """A consumer that keeps the authentication and TLS errors librdkafka reports (``refused``)."""
+    from confluent_kafka import Consumer, KafkaError
 
+    class Watched(Consumer):
+        refused: list[Any]
+        about: dict[str, Any]  # the names a refusal message shows (never a secret)
+
+    seen: list[Any] = []
     conf = consumer_conf(kafka_conf)
     conf.update(overrides)
-    return Consumer(conf)
+    conf.setdefault("error_cb", lambda err: seen.append(err) if err.code() in (
+        KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._SSL) else None)
+    consumer = Watched(conf)
+    consumer.refused = seen
+    consumer.about = {k: conf.get(k) for k in ("bootstrap.servers", "security.protocol", "sasl.mechanism",
+                                               "sasl.username")}
+    return consumer
+
+
+def unreachable(consumer: Any, what: str, exc: BaseException) -> CdcError:
+    """Why ``what`` failed: the broker refused the credentials or the TLS handshake (``ConfigError``: a person must
+    fix ``kafka.*``; the message names the brokers, the protocol and the mechanism, never a secret), or it could not
+    be reached (``KafkaUnavailable``: retry)."""
+    from confluent_kafka import KafkaError
+
+    try:
+        consumer.poll(0)  # serves the error events librdkafka queued meanwhile
+    except Exception:  # noqa: BLE001 - a closed consumer: nothing more to learn
+        pass
+    refused, about = getattr(consumer, "refused", []), getattr(consumer, "about", {})
+    servers = about.get("bootstrap.servers") or "?"
+    protocol = about.get("security.protocol") or "PLAINTEXT"
+    if any(e.code() != KafkaError._SSL for e in refused):
+        return ConfigError(
+            f"{what}: Kafka at {servers} refused to authenticate user {about.get('sasl.username') or '?'} "
+            f"(security.protocol {protocol}, sasl.mechanism {about.get('sasl.mechanism') or 'GSSAPI'}): invalid "
+            "credentials or mechanism; fix kafka.sasl.username / kafka.sasl.password (the environment variable its "
+            "${...} names) or kafka.sasl.mechanism, then rerun")
+    if refused:
+        return ConfigError(
+            f"{what}: the TLS handshake with Kafka at {servers} failed (security.protocol {protocol}; "
+            f"{refused[-1].str()}); check kafka.ssl.ca.location (the CA that signed the broker's certificate) and "
+            "the broker's host name, then rerun")
+    return KafkaUnavailable(f"{what}: cannot reach Kafka at {servers} ({exc}); check kafka.bootstrap.servers and "
+                            "that the broker is up, then rerun")
 
 
 def partitions(consumer: Any, topic: str, timeout: float = 10.0) -> list[int]:
-    """Partition ids of ``topic``; ``TopicNotFound`` / ``KafkaUnavailable`` with a clear message."""
+    """Partition ids of ``topic``; ``TopicNotFound`` / ``KafkaUnavailable`` / ``ConfigError`` (credentials or TLS
+    refused, ``unreachable``) with a clear message."""
     try:
         md = consumer.list_topics(topic, timeout=timeout)
     except Exception as exc:  # KafkaException: broker transport failure
-        raise KafkaUnavailable(f"topic {topic}: cannot reach Kafka to read metadata ({exc}); check "
-                               "kafka.bootstrap.servers and that the broker is up, then rerun") from None
+        raise unreachable(consumer, f"topic {topic}: reading metadata", exc) from None
     t = md.topics.get(topic)
     if t is None or t.error is not None and t.error.code() in (3,):  # UNKNOWN_TOPIC_OR_PART
         raise TopicNotFound(f"topic {topic} does not exist on {md.orig_broker_name or 'the broker'}; check the "

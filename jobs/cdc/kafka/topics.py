@@ -8,7 +8,7 @@ from typing import Any, Iterable, Mapping
 from cdc.common.errors import ConfigError, KafkaUnavailable
 from cdc.config.model import PipelineConfig, TableConfig
 from cdc.config.routing import Unresolved, resolve_isolated
-from cdc.kafka.offsets import new_consumer
+from cdc.kafka.offsets import new_consumer, unreachable
 
 
 def list_topics(kafka_conf: Mapping[str, Any], timeout: float = 10.0) -> list[str]:
@@ -19,9 +19,11 @@ def list_topics(kafka_conf: Mapping[str, Any], timeout: float = 10.0) -> list[st
         consumer = new_consumer(kafka_conf)
         md = consumer.list_topics(timeout=timeout)
         return sorted(name for name, t in md.topics.items() if t.error is None or t.error.code() != 3)
-    except Exception as exc:  # KafkaException: transport failure, timeout
-        raise KafkaUnavailable(f"topic_pattern: cannot list the broker's topics ({exc}); check "
-                               "kafka.bootstrap.servers and that the broker is up, then rerun") from None
+    except Exception as exc:  # KafkaException: transport failure, timeout; refused credentials or TLS
+        if consumer is None:
+            raise KafkaUnavailable(f"topic_pattern: cannot list the broker's topics ({exc}); check "
+                                   "kafka.bootstrap.servers and that the broker is up, then rerun") from None
+        raise unreachable(consumer, "topic_pattern: cannot list the broker's topics", exc) from None
     finally:
         if consumer is not None:
             consumer.close()
