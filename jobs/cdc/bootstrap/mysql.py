@@ -26,7 +26,7 @@ Types: ``column_read`` (the table below; Debezium MySQL connector defaults: ``de
 ``time.precision.mode=adaptive_time_microseconds``, ``bigint.unsigned.handling.mode=long``,
 ``binary.handling.mode=bytes``; no ``TinyIntOneToBooleanConverter``). ``bootstrap.decimal_handling_mode`` double or
 string: ``DECIMAL``/``NUMERIC`` as ``double`` (the decimal text parsed by Java, as ``BigDecimal.doubleValue``
-rounds) or as ``BigDecimal.toString`` of the value at the column's scale (``cdc.bootstrap.postgres_types``).
+rounds) or as ``BigDecimal.toPlainString`` of the value at the column's scale (``cdc.bootstrap.postgres_types``).
 """
 
 from __future__ import annotations

@@ -45,9 +45,8 @@ come out 1 µs below the exact count, as on the Debezium path); ``money`` goes t
 does with ``numeric``/``decimal``/``money``, and the bootstrap does the same: ``precise`` (the default) as above;
 ``double``: Connect float64 → ``double`` (``BigDecimal.doubleValue``: PostgreSQL's ``::float8``, both correctly
 rounded from the decimal text; ``NaN``/``±Infinity`` included); ``string``: Connect string → ``string``, Java's
-``BigDecimal.toString`` of the value at the column's scale (``12345678.91``, ``1.50``, money ``-1234.56``, and
-scientific notation when the adjusted exponent is below -6: ``0.00000012`` → ``1.2E-7``, ``0.0000000`` → ``0E-7``),
-``NaN``/``Infinity``/``-Infinity`` as ``NAN``/``POSITIVE_INFINITY``/``NEGATIVE_INFINITY``. ``money`` in string mode
+``BigDecimal.toPlainString`` of the value at the column's scale (``12345678.91``, ``1.50``, money ``-1234.56``,
+``0.0000001200``: never an exponent), ``NaN``/``Infinity``/``-Infinity`` as ``NAN``/``POSITIVE_INFINITY``/``NEGATIVE_INFINITY``. ``money`` in string mode
 is the plain text of its value at scale 2 (``1000.00``: current Debezium versions parse money into a ``BigDecimal``;
 older ones went through a double and sent ``Double.toString``, ``1000.0``: cast such a column in a view).
 
@@ -184,7 +183,7 @@ def column_read(name: str, pg_type: str, kind: str = "b", table: str = "", decim
     if base in ("numeric", "money") and decimal_mode == "double":  # BigDecimal.doubleValue (NaN, ±Infinity too)
         value = f"{col}::numeric" if base == "money" else col
         return ColumnRead(name, target, f"{value}::float8 AS {col}", f"CAST({out} AS DOUBLE) AS {out}")
-    if base in ("numeric", "money") and decimal_mode == "string":  # the value's text, then BigDecimal.toString
+    if base in ("numeric", "money") and decimal_mode == "string":  # the value's text (BigDecimal.toPlainString)
         value = f"{col}::numeric" if base == "money" else col
         return ColumnRead(name, target, f"{value}::text AS {col}", f"{java_decimal_text(out)} AS {out}")
     if base == "money":  # PGmoney's double, then BigDecimal.valueOf(double).setScale(2, HALF_UP): Spark's cast
@@ -223,22 +222,17 @@ def interval_micros(col: str) -> str:
 
 
 def java_decimal_text(col: str) -> str:
-    """Spark SQL: Java's ``BigDecimal.toString`` of the decimal text ``col`` (``-0.00000012``: digits, an optional
-    point and fraction, no exponent; the scale is the fraction's length), as Debezium's ``string`` mode sends it:
-    the text itself unless the adjusted exponent (digits without leading zeros - 1 - scale) is below -6, then
-    ``[-]d[.ddd]E-n``; zero has no sign; PostgreSQL's ``NaN``/``Infinity``/``-Infinity`` become Debezium's
-    ``NAN``/``POSITIVE_INFINITY``/``NEGATIVE_INFINITY``."""
+    """Spark SQL: Java's ``BigDecimal.toPlainString`` of the decimal text ``col`` (``-0.00000012``: digits, an
+    optional point and fraction, no exponent), as Debezium's ``string`` mode sends it (3.6.1: ``SpecialValueDecimal``,
+    for PostgreSQL and MySQL alike; the real chain shows it, tests/scenarios/test_debezium_postgres_types.py): the
+    text itself, never an exponent (``0.0000001200``); zero has no sign; PostgreSQL's ``NaN``/``Infinity``/
+    ``-Infinity`` become Debezium's ``NAN``/``POSITIVE_INFINITY``/``NEGATIVE_INFINITY``."""
     plain = f"regexp_replace({col}, '^-', '')"
-    scale = f"length(regexp_extract({col}, '[.]([0-9]*)$', 1))"
     unscaled = f"coalesce(nullif(regexp_replace(regexp_replace({plain}, '[.]', ''), '^0+', ''), ''), '0')"
-    adjusted = f"(length({unscaled}) - 1 - {scale})"
     sign = f"CASE WHEN {col} LIKE '-%' AND {unscaled} <> '0' THEN '-' ELSE '' END"
-    digits = f"CASE WHEN length({unscaled}) > 1 THEN concat(left({unscaled}, 1), '.', substr({unscaled}, 2)) " \
-             f"ELSE {unscaled} END"
     return (f"CASE WHEN {col} IS NULL THEN NULL WHEN {col} = 'NaN' THEN 'NAN' "
             f"WHEN {col} = 'Infinity' THEN 'POSITIVE_INFINITY' WHEN {col} = '-Infinity' THEN 'NEGATIVE_INFINITY' "
-            f"WHEN {adjusted} >= -6 THEN concat({sign}, {plain}) "
-            f"ELSE concat({sign}, {digits}, 'E', CAST({adjusted} AS STRING)) END")
+            f"ELSE concat({sign}, {plain}) END")
 
 
 def java_long(col: str) -> str:

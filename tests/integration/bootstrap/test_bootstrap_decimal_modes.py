@@ -26,14 +26,15 @@ CONNECT = {"double": "float64", "string": "string"}
 
 def as_connector(mode: str, v: Decimal | None):
     """A numeric value as the connector sends it in ``mode``: double = BigDecimal.doubleValue, string =
-    BigDecimal.toString (Python's str(Decimal) follows the same scientific-notation rule)."""
+    BigDecimal.toPlainString (Debezium 3.6.1's SpecialValueDecimal, as the real chain shows:
+    tests/scenarios/test_debezium_postgres_types.py), which is Python's format(v, "f")."""
     if v is None:
         return None
     if v.is_nan():
         return float("nan") if mode == "double" else "NAN"
     if v.is_zero():
         v = v.copy_abs()  # a BigDecimal has no negative zero
-    return float(v) if mode == "double" else str(v)
+    return float(v) if mode == "double" else format(v, "f")
 
 
 def value_schema(mode: str) -> dict:
@@ -120,17 +121,19 @@ def test_bootstrap_in_the_connectors_decimal_mode_then_ingest(mode, tmp_path, po
     topic, target, config, src = setup(tmp_path, postgres, broker, warehouse, mode, mode)
     produce(broker, topic, src.tx(("c", 1, "12345678.91", "3.1415926535", "-1234.56"),
                                   ("c", 2, "0.10", "0.00000012", "1000"),
-                                  ("c", 3, None, None, None)))
+                                  ("c", 3, None, None, None),
+                                  ("c", 5, "0.01", "-0.00000012", "0.01")))  # bootstrapped as is: below 1E-6
     produce(broker, topic, src.tx(("u", 2, "-0.01", "1.50", "0.5")))
     res = finish(start_bootstrap(config))
     assert res.returncode == 0, res.stderr
-    assert summary_of(res)["tables"][0]["rows"] == 3
+    assert summary_of(res)["tables"][0]["rows"] == 4
     spark.catalog.refreshTable(f"lake.{target}")
     types = {f.name: f.dataType.simpleString() for f in spark.table(f"lake.{target}").schema.fields}
     assert [types[c] for c in NUMERIC] == [{"double": "double", "string": "string"}[mode]] * 3
     assert table_rows(spark, target) == src.rows()  # the bootstrap wrote what the connector would have sent
     if mode == "string":
         assert table_rows(spark, target)[2] == ("-0.01", "1.50", "0.50")
+        assert table_rows(spark, target)[5][1] == "-0.00000012"  # toPlainString, no exponent
 
     after = src.tx(("u", 1, "99999999.99", "0.0000000", "12345678.9"))
     after += src.tx(("c", 4, "7", "-2.5E-7", "-0.01"))
@@ -139,7 +142,7 @@ def test_bootstrap_in_the_connectors_decimal_mode_then_ingest(mode, tmp_path, po
     ingest(spark, config)
     assert table_rows(spark, target) == src.rows()
     if mode == "string":
-        assert table_rows(spark, target)[1][1] == "0E-7" and table_rows(spark, target)[4][1] == "-2.5E-7"
+        assert table_rows(spark, target)[1][1] == "0.0000000" and table_rows(spark, target)[4][1] == "-0.00000025"
 
 
 def test_precise_bootstrap_of_a_double_topic_names_the_setting_and_the_way_out(tmp_path, postgres, broker, warehouse,
@@ -198,7 +201,8 @@ def test_mysql_bootstrap_in_the_connectors_decimal_mode(mode, tmp_path, mariadb,
     assert res.returncode == 0, res.stderr
     spark.catalog.refreshTable(f"lake.{target}")
     got = {r["id"]: tuple(r[f"c{i}"] for i in range(len(types))) for r in spark.table(f"lake.{target}").collect()}
-    # the connector's BigDecimal carries the column's scale: the value quantized to it, then doubleValue / toString
+    # the connector's BigDecimal carries the column's scale: the value quantized to it, then doubleValue /
+    # toPlainString
     scales = [int(t.rstrip(")").split(",")[1]) for t in types]
     with localcontext() as ctx:
         ctx.prec = 60
@@ -206,4 +210,4 @@ def test_mysql_bootstrap_in_the_connectors_decimal_mode(mode, tmp_path, mariadb,
                          for v, s in zip(r, scales)) for n, r in enumerate(rows)}
     assert got == want
     if mode == "string":
-        assert got[0][1] == "1.200E-7" and got[1] == ("-0.01", "0E-10", "0")
+        assert got[0][1] == "0.0000001200" and got[1] == ("-0.01", "0.0000000000", "0")
