@@ -30,8 +30,8 @@ def s3_properties(s3: Any) -> dict[str, str]:
 def rest_pipeline(broker: Any, s3: Any, rest: Any, bucket: str = "lake", **catalog: Any) -> dict[str, Any]:
     topic = unique("dbserver1.public.rest_")
     broker.create_topic(topic, partitions=1)
-    props = {**s3_properties(s3), **({"credential": f"${{{CREDENTIAL_ENV}}}"} if rest.auth else {}),
-             **catalog.pop("properties", {})}
+    auth = {"credential": f"${{{CREDENTIAL_ENV}}}", "oauth2-server-uri": f"{rest.uri}/v1/oauth/tokens"}
+    props = {**s3_properties(s3), **(auth if rest.auth else {}), **catalog.pop("properties", {})}
     return {
         "pipeline": unique("rest"), "kafka": {"bootstrap.servers": broker.bootstrap}, "format": "json",
         "catalog": {"name": "lake", "type": "rest", "uri": rest.uri, "warehouse": f"s3://{bucket}/rest",
@@ -69,10 +69,13 @@ def target_rows(cfg: Any, env: dict[str, str], monkeypatch: Any) -> dict[int, st
     return {r["id"]: r["name"] for r in table.scan(selected_fields=("id", "name")).to_arrow().to_pylist()}
 
 
-def ledger(cfg: Any) -> list[dict[str, Any]]:
+def ledger(cfg: Any, env: dict[str, str] | None = None, monkeypatch: Any = None) -> list[dict[str, Any]]:
+    """The ledger as the Airflow side reads it; ``env``: the S3 keys of the Airflow worker's environment."""
     from cdc.config.names import ledger_identifier
     from cdc_airflow.monitor.ledger import read_rows
 
+    for k, v in (env or {}).items():
+        monkeypatch.setenv(k, v)
     rows = read_rows(cfg.catalog, ledger_identifier(cfg.metadata_namespace), pipeline=cfg.pipeline)
     return sorted(rows, key=lambda r: (r["batch_id"], r["partition"]))
 
