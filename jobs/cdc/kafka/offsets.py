@@ -196,6 +196,23 @@ def is_compacted(kafka_conf: Mapping[str, Any], topic: str, timeout: float = 10.
     return policy is not None and "compact" in str(policy.value)
 
 
+def topic_id(kafka_conf: Mapping[str, Any], topic: str, timeout: float = 10.0) -> str | None:
+    """Kafka's id of ``topic`` (a UUID the broker gives each topic at creation: a topic deleted and created again
+    under its name gets a new one). None when the broker does not say (no DescribeTopics permission, an old
+    broker): the caller cannot tell the topics apart then."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    conf = {k: v for k, v in consumer_conf(kafka_conf).items() if k not in _CONSUMER_ONLY}
+    try:
+        admin = AdminClient(conf)  # referenced until the future resolves
+        found = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)
+        tid = found[topic].result(timeout).topic_id
+    except Exception:
+        return None
+    return str(tid) if tid is not None else None
+
+
 _CONSUMER_ONLY = ("group.id", "enable.auto.commit", "enable.partition.eof", "auto.offset.reset", "fetch.wait.max.ms",
                   "isolation.level", "session.timeout.ms", "max.poll.interval.ms", "fetch.min.bytes",
                   "fetch.max.bytes", "max.partition.fetch.bytes", "auto.commit.interval.ms", "group.instance.id",

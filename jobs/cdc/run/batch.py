@@ -24,7 +24,6 @@ from cdc.kafka.plan import (
     OffsetRange,
     cap_ranges,
     plan_backfill,
-    plan_incremental,
     split_chunks,
 )
 from cdc.ledger.expiry import keep_history_short
@@ -40,6 +39,7 @@ from cdc.observe import progress
 from cdc.positions import regression
 from cdc.positions.ordering import Ordering
 from cdc.run.group import run_isolated, table_session
+from cdc.run.identity import plan_checked
 from cdc.run.outcome import TableResult, phase, unwrap_task_error
 from cdc.run.reset import reset_cursor
 from cdc.run.schema import BatchSchema, plan_schema
@@ -133,8 +133,7 @@ class TableRun:
         with phase(result, "plan"):
             self.planned, self.cursor, self.positions, self.servers = state, state.cursor, state.positions, \
                 state.servers
-            ranges = plan_incremental(self.cfg.kafka, self.t.target, self.t.topic, state.cursor,
-                                      self.cfg.batch.max_records_per_partition, self.cfg.batch.read_timeout_seconds)
+            ranges = plan_checked(self, state.cursor, dry_run)  # a re-created topic is refused (cdc.run.identity)
         self.run_ranges(result, ranges, "incremental", dry_run)
         return result
 
