@@ -27,6 +27,9 @@ def test_reset_moves_only_partitions_beyond_their_end_or_below_their_start_or_go
     assert cursor_moves({0: 2, 1: 1}, wm, {}) == {1: (1, 3)}  # offsets 1..2 deleted by retention: the gap accepted
     assert cursor_moves({0: 5, 1: 20}, wm, {1: 10}) == {1: (20, 10)}
     assert cursor_moves({0: 5, 1: 20}, wm, {}) == {}
+    # the topic was deleted and created again (another Kafka topic id): every cursor moves, also one inside the log
+    assert cursor_moves({0: 5, 1: 20}, wm, {}, recreated=True) == {0: (5, 0), 1: (20, 3)}
+    assert cursor_moves({0: 0, 1: 20}, wm, {1: 4}, recreated=True) == {1: (20, 4)}
 
 
 def test_newest_positions_per_partition_epoch_positions_win():
