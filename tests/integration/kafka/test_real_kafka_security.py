@@ -80,3 +80,17 @@ def test_a_wrong_password_is_a_terminal_error_naming_the_broker_and_mechanism_no
     for text in (res.stdout, res.stderr, out, err, result.read_text()):
         assert wrong not in text and secured.sasl_password not in text
     assert ledger_rows(spark, raw) == []  # nothing claimed
+
+
+def test_a_ca_that_did_not_sign_the_brokers_certificate_is_a_terminal_error_naming_ssl_ca_location(secured, tmp_path):
+    from cdc.common.errors import ConfigError
+    from cdc.kafka.offsets import high_watermarks
+    from devtools.broker_security import make_tls
+
+    other_ca = make_tls(tmp_path).ca_pem  # a CA of its own: the broker's certificate is not its
+    conf = {**secured.client_conf(), "ssl.ca.location": str(other_ca)}
+    with pytest.raises(ConfigError) as refused:
+        high_watermarks(conf, "any", timeout=4)
+    message = str(refused.value)
+    assert "the TLS handshake with Kafka at" in message and "kafka.ssl.ca.location" in message
+    assert secured.sasl_password not in message
