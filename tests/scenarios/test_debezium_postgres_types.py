@@ -30,16 +30,31 @@ def connect(broker):
     yield from connect_worker(broker)
 
 
+_PG_TIMESTAMP = re.compile(r"(\d{4,})-(\d\d)-(\d\d)(?: (\d\d):(\d\d):(\d\d)(?:\.(\d+))?)?(?:[+-]00)?( BC)?")
+
+
 def unix_days(text: str) -> int:
-    return DATE_INFINITY[text] if text in DATE_INFINITY else (dt.date.fromisoformat(text) - EPOCH.date()).days
+    """A ``date`` as days since 1970, any year (BC: year 1 BC is year 0, proleptic Gregorian, as PostgreSQL counts)."""
+    return DATE_INFINITY[text] if text in DATE_INFINITY else unix_micros(text) // 86_400_000_000
 
 
 def unix_micros(text: str) -> int:
     """A ``timestamp``/``timestamptz`` (read in UTC) as µs since 1970 (the target's value, read as unix_micros)."""
     if text in TS_INFINITY:
         return TS_INFINITY[text]
-    t = dt.datetime.fromisoformat(text)
-    return (t.replace(tzinfo=None) - EPOCH - (t.utcoffset() or dt.timedelta())) // dt.timedelta(microseconds=1)
+    m = _PG_TIMESTAMP.fullmatch(text)
+    assert m, text
+    y, mo, d, h, mi, sec, frac, bc = m.groups()
+    year = 1 - int(y) if bc else int(y)
+    seconds = civil_days(year, int(mo), int(d)) * 86400 + int(h or 0) * 3600 + int(mi or 0) * 60 + int(sec or 0)
+    return seconds * 1_000_000 + int((frac or "").ljust(6, "0"))
+
+
+def civil_days(y: int, m: int, d: int) -> int:
+    """Days from 1970-01-01 to a proleptic Gregorian date: Python's date arithmetic, shifted by 400-year cycles
+    (146097 days each) into the years it can hold."""
+    cycles = (y - 2000) // 400
+    return (dt.date(y - 400 * cycles, m, d) - EPOCH.date()).days + 146097 * cycles
 
 
 def micros_of_day(text: str) -> int:
@@ -136,6 +151,10 @@ ROWS = [  # one row per tuple, columns in COLUMNS order
      "'infinity'", "'infinity'", "'-infinity'", "'infinity'", "NULL", "NULL", "NULL", "NULL"),
     ("NULL",) * 17 + ("NULL", "NULL", "NULL", "'-infinity'", "'-infinity'", "'infinity'", "'-infinity'",
                       "NULL", "NULL", "NULL", "NULL"),
+    ("NULL",) * 20 + ("'4713-11-24 BC'", "'0044-03-15 12:00:00.5 BC'", "'0001-12-31 23:59:59.999 BC'",
+                      "'0044-03-15 12:00:00.000001+00 BC'", "NULL", "NULL", "NULL", "NULL"),
+    ("NULL",) * 20 + ("'5874897-12-31'", "'12345-06-07 08:09:10.123456'", "'99999-12-31 23:59:59.999'",
+                      "'12345-06-07 08:09:10.123456+00'", "NULL", "NULL", "NULL", "NULL"),
 ]
 
 
@@ -158,7 +177,7 @@ def test_every_postgres_type_snapshot_and_streamed_equals_select_star(request, p
     insert(src, 1, 2)
     src.start()
     try:
-        insert(src, 3, 4, 5)
+        insert(src, 3, 4, 5, 6, 7)
         src.ingest_clean()
         types = src.lake_types("types")
         assert {c: types[c] for c in ("id", *COLUMNS)} == {"id": "int", **{c: t for c, (_, t) in COLUMNS.items()}}

@@ -409,7 +409,7 @@ def days_from_civil(y: int, m: int, d: int) -> int:
     if not (1 <= m <= 12 and 1 <= d <= 31):
         raise DecodeError(f"invalid date {y}-{m}-{d}")
     y -= m <= 2
-    era = (y if y >= 0 else y - 399) // 400
+    era = y // 400  # floor division (the C original truncates, hence its y - 399 for negative years)
     yoe = y - era * 400
     doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
     doe = yoe * 365 + yoe // 4 - yoe // 100 + doy

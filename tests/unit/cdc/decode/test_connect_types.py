@@ -137,6 +137,7 @@ def test_temporal_converters_exact() -> None:
     ("2023-03-23T01:30:10.1-05:30", 1679554810 * US + 100000),
     ("1969-12-31T23:59:59.999999Z", -1),
     ("1970-01-01T00:00:00Z", 0),
+    ("-0043-03-15T12:00:00.000001Z", -63517780799999999),  # PostgreSQL's 0044-03-15 12:00:00.000001+00 BC
     # PostgreSQL timestamptz ±infinity: the µs sentinels Debezium sends for timestamp ±infinity (MicroTimestamp)
     ("infinity", 9223372036825200000),
     ("-infinity", -9223372036832400000),
@@ -155,6 +156,16 @@ def test_days_from_civil_matches_datetime() -> None:
     for d in (dt.date(1, 1, 1), dt.date(1969, 12, 31), dt.date(2000, 2, 29), dt.date(2025, 1, 30),
               dt.date(9999, 12, 31)):
         assert days_from_civil(d.year, d.month, d.day) == (d - dt.date(1970, 1, 1)).days
+
+
+@pytest.mark.parametrize("year", [0, -1, -43, -399, -400, -401, -4712, -100000, 10000, 294247])
+@pytest.mark.parametrize("month, day", [(1, 1), (2, 28), (3, 1), (12, 31)])
+def test_days_from_civil_outside_datetimes_years(year: int, month: int, day: int) -> None:
+    """Years before 1 (BC: PostgreSQL's 44 BC is year -43) and after 9999, which only the exact parser reads: the
+    Gregorian calendar repeats every 400 years (146097 days), so a shift into datetime's range is the oracle."""
+    cycles = (year - 2000) // 400
+    shifted = (dt.date(year - 400 * cycles, month, day) - dt.date(1970, 1, 1)).days
+    assert days_from_civil(year, month, day) == shifted + 146097 * cycles
 
 
 def test_geometry_array_map_struct() -> None:
