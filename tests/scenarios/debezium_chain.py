@@ -144,7 +144,7 @@ def same(v: Any) -> Any:
         return "NaN"
     if isinstance(v, Decimal):
         return "NaN" if v.is_nan() else v.normalize()
-    if isinstance(v, list):
+    if isinstance(v, (list, tuple)):  # arrays; a struct (Spark's Row) as the tuple of its fields
         return tuple(same(x) for x in v)
     if isinstance(v, (bytearray, memoryview)):
         return bytes(v)
