@@ -355,16 +355,19 @@ class Ledger:
 
     def mark_committed(self, table: str, batch_id: int, run_id: str, counts: dict[str, int], snapshot_id: int | None,
                        phase_seconds: dict[str, float], held: "Held | None" = None,
-                       ranges: Sequence[LedgerRange] | None = None) -> None:
+                       ranges: Sequence[LedgerRange] | None = None, barrier: tuple[int, ...] | None = None) -> None:
         """Record the commit; ``held``: what the staged mark wrote (``mark_staged``), rewritten whole with it.
         ``ranges``: the counts of a batch committed without being staged (nothing in it to apply), written with the
-        commit in one write (so no batch is ever left ``staged`` without staged rows); ``held`` is then the claim."""
+        commit in one write (so no batch is ever left ``staged`` without staged rows); ``held`` is then the claim;
+        ``barrier``: such a batch's truncate barrier (its truncates into a table not created yet)."""
         from cdc.iceberg.row_commit import now_us
 
         sets = commit_values(counts, snapshot_id, phase_seconds, now_us())
         if ranges is not None and held is not None:
-            held = replace(held, ranges=tuple(ranges), staged_at_us=now_us())
-        counted = [*range_sets(ranges), "staged_at = current_timestamp()"] if ranges is not None else []
+            held = replace(held, ranges=tuple(ranges), barrier=barrier, staged_at_us=now_us())
+        counted = [*range_sets(ranges), "staged_at = current_timestamp()",
+                   *([f"truncate_barrier = {lit(json.dumps(list(barrier)))}"] if barrier else [])] \
+            if ranges is not None else []
         owner_checked = False  # a rewrite that conflicted has just asked
         if held is not None:
             written, _, owner_checked = self._rewrite(table, run_id, held, sets)

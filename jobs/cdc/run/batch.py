@@ -42,7 +42,7 @@ from cdc.run.group import run_isolated, table_session
 from cdc.run.identity import plan_checked
 from cdc.run.outcome import TableResult, phase, unwrap_task_error
 from cdc.run.reset import reset_cursor
-from cdc.run.schema import BatchSchema, plan_schema
+from cdc.run.schema import BatchSchema, Idle, plan_schema
 from cdc.schema.columns import (
     POSTGRES_COMMIT_ORDERING,
     staged_row_columns,
@@ -337,20 +337,19 @@ class TableRun:
         result.status = "committed"
         progress.batch_committed(result)
 
-    def commit_idle(self, result: TableResult, batch_id: int, ranges: list[OffsetRange], records: dict[int, int]
-                    ) -> None:
-        """Commit a batch with nothing to apply (``BatchSchema.idle``) in one ledger write: its records read and
-        skipped, nothing staged or merged; the cursor moves past it."""
+    def commit_idle(self, result: TableResult, batch_id: int, ranges: list[OffsetRange], idle: Idle) -> None:
+        """Commit a batch with nothing to apply (``BatchSchema.idle``) in one ledger write: its records read (all
+        but truncates skipped) and its truncate barrier, nothing staged or merged; the cursor moves past it."""
         result.batch_id, result.ranges = batch_id, ranges
         checkpoint("before_commit")
         with phase(result, "commit"):
-            counted = [LedgerRange(r.topic, r.partition, r.start, r.end, n, n, 0)
-                       for r in ranges for n in [records.get(r.partition, 0)]]
+            counted = [LedgerRange(r.topic, r.partition, r.start, r.end, idle.records.get(r.partition, 0),
+                                   idle.skipped.get(r.partition, 0), 0) for r in ranges]
             held, self.held, self.claimed = self.held, None, None
             self.ledger.mark_committed(self.t.target, batch_id, self.run_id, {}, None, result.seconds, held=held,
-                                       ranges=counted)
+                                       ranges=counted, barrier=idle.barrier)
         checkpoint("after_commit")
-        result.events_read = result.events_skipped = sum(records.values())
+        result.events_read, result.events_skipped = sum(idle.records.values()), sum(idle.skipped.values())
         result.status = "committed"
         progress.batch_committed(result)
 

@@ -13,10 +13,11 @@ from cdc.config.names import TableNames
 from cdc.config.table_layout import check_columns
 from cdc.decode.factory import make_decoder
 from cdc.iceberg.tables import TargetState, target_state
-from cdc.kafka.plan import OffsetRange, find_first, first_value, read_samples
+from cdc.kafka.plan import OffsetRange, find_first, read_samples
 from cdc.merge.modes.runner import effective_mode
 from cdc.positions import regression
 from cdc.positions.ordering import Ordering, sampled_ordering
+from cdc.run.evidence import Evidence, Idle, scan
 from cdc.schema import evolution
 from cdc.schema.columns import EPOCH, Column, row_columns, target_meta
 from cdc.stage.stage import staged_key_and_ordering
@@ -25,14 +26,15 @@ from cdc.stage.stage import staged_key_and_ordering
 @dataclass(frozen=True)
 class BatchSchema:
     """What a batch is read and merged with: its row columns, key, source ordering and (for a batch still to read)
-    the topic's decoder. ``idle``: a batch of only Kafka tombstones that nothing can apply to (no table yet, or no
-    key known): its records per partition; it is committed without a read or a write (``TableRun.commit_idle``)."""
+    the topic's decoder. ``idle``: a batch of records that decide nothing (tombstones, truncates, messages:
+    ``cdc.run.evidence``) into a table that does not exist yet (or, of only tombstones, has no known key): it is
+    committed without a read or a write, with its truncates' barrier (``TableRun.commit_idle``)."""
 
     columns: list[Column]
     key: tuple[str, ...]
     ordering: Ordering
     decoder: Any = None  # cdc.decode.base.Decoder; None for a staged batch that is only merged
-    idle: dict[int, int] | None = None
+    idle: Idle | None = None
 
 
 def plan_schema(spark: Any, cfg: PipelineConfig, t: TableConfig, names: TableNames, ranges: list[OffsetRange],
@@ -40,16 +42,22 @@ def plan_schema(spark: Any, cfg: PipelineConfig, t: TableConfig, names: TableNam
     """The batch's schema (from samples, the registry and the table) and whether a raised ``ordering_epoch`` meets a
     table that committed nothing (``cdc.positions.regression``'s peers). ``positions()``: the newest committed source
     position per partition (read only when an epoch is in use)."""
-    decoder = make_decoder(cfg, t)
-    keyless = not t.primary_key and t.write_mode in (None, "append")  # keyless records may sample
-    samples = read_samples(cfg.kafka, ranges, timeout=cfg.batch.read_timeout_seconds,
-                           usable=lambda k, v: (k is not None or keyless) and bool(decoder.record_columns(k, v)))
+    decoder, probe = make_decoder(cfg, t), make_decoder(cfg, t)
+    probe.ignore_unknown_fields = True  # only tells what a record is (cdc.run.evidence)
+    # a change without a Kafka key decides too when the key is configured or the table may be keyless (append)
+    evidence = Evidence(decoder, probe, unkeyed=bool(t.primary_key) or t.write_mode in (None, "append"))
+    samples = read_samples(cfg.kafka, ranges, timeout=cfg.batch.read_timeout_seconds, usable=evidence.decides)
     target = target_state(spark, names.target)  # read once for the plan
-    if not samples:  # the newest and oldest records of every range are Kafka tombstones: look between them
-        scan = first_value(cfg.kafka, ranges, cfg.batch.read_timeout_seconds)
-        samples = [scan.sample] if scan.sample is not None else []
-        if not samples and not (target.exists and (t.primary_key or target.key or known_key(spark, names))):
-            return BatchSchema([], (), Ordering("explicit"), decoder, idle=scan.records), False  # nothing to delete
+    # Only a change with a row decides the key, mode and ordering: never a tombstone or a truncate (null key), which
+    # read_samples returns for a partition holding nothing else. None sampled: look between the samples.
+    deciding = [s for s in samples if evidence.decides(*s)]
+    if not deciding:
+        found = scan(cfg.kafka, ranges, evidence, t.ordering, t.target, cfg.batch.read_timeout_seconds)
+        if isinstance(found, Idle):
+            if not target.exists or not (found.truncates or t.primary_key or target.key or known_key(spark, names)):
+                return BatchSchema([], (), Ordering("explicit"), decoder, idle=found), False  # nothing to apply
+        else:
+            samples, deciding = [found, *samples], [found]  # newest last: the samples are newer
     existing = row_columns(target.columns)
 
     try:  # table columns vs newest source schema: widen / add / keep dropped (cdc.schema.evolution), or fail now
@@ -62,7 +70,7 @@ def plan_schema(spark: Any, cfg: PipelineConfig, t: TableConfig, names: TableNam
                            timeout=max(30.0, cfg.batch.read_timeout_seconds))
         raise evolution.evolution_error(t.target, t.topic, exc, where,
                                         bootstrap_mode=evolution.bootstrap_mode(t)) from None
-    key = (t.primary_key or tuple(c.name for c in decoder.key_columns(samples)) or target.key
+    key = (t.primary_key or tuple(c.name for c in decoder.key_columns(deciding)) or target.key
            or known_key(spark, names))
     missing = [k for k in key if k not in {c.name for c in cols}]
     if not key:  # keyless: append mode (cdc.merge.modes), refused for upsert / scd2
@@ -72,7 +80,7 @@ def plan_schema(spark: Any, cfg: PipelineConfig, t: TableConfig, names: TableNam
             f"{cfg.source_path}: table {t.target}: primary key {list(key)} "
             f"{'is empty' if not key else f'has columns {missing} that are not in the row'}; set primary_key "
             "for this table in the pipeline YAML")
-    ordering, peers = batch_ordering(cfg, t, decoder.bind(cols), samples, target, ranges, positions)
+    ordering, peers = batch_ordering(cfg, t, decoder.bind(cols), deciding, target, ranges, positions)
     check_columns(t.layout, [*cols, *target_meta(ordering.columns, t.delete_mode == "soft")],
                   t.target, cfg.source_path)  # partition_by / sort_by columns: before the claim
     return BatchSchema(cols, tuple(key), ordering, decoder), peers
