@@ -125,3 +125,34 @@ def test_s3_down_exits_75_and_bad_s3_keys_exit_2(broker, own_s3, own_rest, tmp_p
     assert down.returncode == 75, down.stderr[-3000:]
     assert error_line(down).startswith("ERROR [CatalogUnavailable]"), down.stderr[-3000:]
     assert_no_secrets(down, secret, own_rest.credential)
+
+
+def test_the_airflow_side_passes_a_bearer_token_through(s3, rest, monkeypatch):
+    """``token`` (instead of ``credential``) reaches pyiceberg's REST client: the gateway's token reads the table, a
+    wrong one is refused (401) with no table read."""
+    import pyarrow as pa
+    from pyiceberg.exceptions import UnauthorizedError
+
+    from cdc.config.model import CatalogConfig
+    from cdc_airflow.monitor.ledger import load_table
+    from tests.conftest import unique
+    from tests.integration.iceberg.object_store import s3_properties
+
+    for k, v in s3.env().items():
+        monkeypatch.setenv(k, v)
+    good = CatalogConfig(name="lake", type="rest", warehouse="s3://lake/rest",
+                         properties={**s3_properties(s3), "uri": rest.uri, "token": rest._gateway.token})
+    from pyiceberg.catalog import load_catalog
+
+    from cdc_airflow.monitor.ledger import catalog_properties
+
+    writer = load_catalog("lake", **catalog_properties(good))
+    ns = unique("tok")
+    writer.create_namespace(ns)
+    writer.create_table(f"{ns}.t", pa.schema([("id", pa.int64())])).append(pa.table({"id": [1, 2, 3]}))
+    table = load_table(good, f"{ns}.t")
+    assert sorted(r["id"] for r in table.scan().to_arrow().to_pylist()) == [1, 2, 3]
+    bad = CatalogConfig(name="lake", type="rest", warehouse="s3://lake/rest",
+                        properties={**good.properties, "token": "not-a-token"})
+    with pytest.raises(UnauthorizedError):
+        load_table(bad, f"{ns}.t")
