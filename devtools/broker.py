@@ -135,7 +135,7 @@ def prepare(home: Path, port: int, controller_port: int, extra: Mapping[str, str
             maven.classpath(JAR_SET)]
     if not (home / "log" / "meta.properties").exists():
         cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        proc = subprocess.run([*base, "kafka.tools.StorageTool", "format", "-t", cluster, "-c",
+        proc = subprocess.run([*base, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster}", "-c",
                                str(home / "server.properties")], capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             raise RuntimeError(f"kafka storage format failed: {proc.stdout}{proc.stderr}")
