@@ -14,12 +14,18 @@ OAuth2-protected catalog service does.
 
     with LocalRESTCatalog(warehouse="s3://lake/wh", s3=s3_server) as rest:
         rest.uri        # http://127.0.0.1:<port>
+
+For a demo on object storage: ``python -m devtools.s3 start`` then ``python -m devtools.rest_catalog start`` (a server
+on 127.0.0.1:18181 with its warehouse on that S3, no authentication; ``stop`` ends it, by pidfile in ``.demo/``).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
+import signal
+import sys
 import tempfile
 import time
 import urllib.error
@@ -104,6 +110,7 @@ class LocalRESTCatalog:
 
         if self._home is None:
             self._home = Path(tempfile.mkdtemp(prefix="cdc-rest-"))
+        self._home.mkdir(parents=True, exist_ok=True)
         restart = self._port is not None
         if self._port is None:
             self._port = free_port()
@@ -156,3 +163,47 @@ class LocalRESTCatalog:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+class _DemoS3:
+    """The S3 server ``python -m devtools.s3 start`` left running (its endpoint and open-mode keys)."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+
+    def env(self) -> dict[str, str]:
+        from devtools.s3 import OPEN_KEY_ID, OPEN_SECRET, REGION
+
+        return {"AWS_ACCESS_KEY_ID": OPEN_KEY_ID, "AWS_SECRET_ACCESS_KEY": OPEN_SECRET, "AWS_REGION": REGION}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m devtools.rest_catalog", description="a local Iceberg REST catalog")
+    p.add_argument("action", choices=("start", "stop"))
+    p.add_argument("--port", type=int, default=18181)
+    p.add_argument("--s3-endpoint", default="http://127.0.0.1:19000", help="'' for a local warehouse")
+    p.add_argument("--warehouse", default="s3://lake/rest")
+    p.add_argument("--state", default=".demo", help="folder of the pidfile, log and catalog database")
+    args = p.parse_args(argv)
+    state = Path(args.state).resolve()
+    pidfile = state / "iceberg-rest.pid"
+    if args.action == "stop":
+        if pidfile.exists():
+            try:
+                os.killpg(int(pidfile.read_text()), signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            pidfile.unlink()
+        return 0
+    s3 = _DemoS3(args.s3_endpoint) if args.s3_endpoint else None
+    server = LocalRESTCatalog(warehouse=args.warehouse if s3 else None, s3=s3, home=state / "iceberg-rest",
+                              log_path=state / "iceberg-rest.log")
+    server._port = args.port
+    server.start()
+    pidfile.write_text(str(server.pid))
+    print(f"Iceberg REST catalog on {server.uri}, warehouse {server.warehouse}")
+    return 0  # left running: the pidfile owns it
+
+
+if __name__ == "__main__":
+    sys.exit(main())
