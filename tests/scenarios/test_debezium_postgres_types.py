@@ -301,25 +301,32 @@ def test_decimal_handling_modes_string_and_double(request, postgres, broker, con
 @pytest.mark.parametrize("converter", CONVERTERS)
 def test_a_value_the_mapping_cannot_hold_is_a_dead_letter_naming_the_column(request, postgres, broker, connect,
                                                                             spark, warehouse, converter):
-    """A ``numeric`` (no scale: ``decimal(38,10)``) value with 11 fractional digits cannot be held without
-    rounding: that row is a dead letter whose error names the column, also as the newest record of the table's
-    first batch; every other row lands and the table equals ``SELECT *`` without it."""
-    src = Source(postgres, broker, connect, spark, warehouse, {"measures": "id int PRIMARY KEY, v numeric"},
+    """Values the documented mapping cannot hold: a ``numeric`` (no scale: ``decimal(38,10)``) with 11 fractional
+    digits (never rounded), and PostgreSQL's last ``timestamptz`` (year 294276, beyond int64 µs). Each row is a
+    dead letter whose error names the column and why, also as the newest record of the table's first batch; every
+    other row lands and the table equals ``SELECT *`` without them; a later update of those rows repairs them."""
+    src = Source(postgres, broker, connect, spark, warehouse,
+                 {"measures": "id int PRIMARY KEY, v numeric, at timestamptz"},
                  registry=converter_registry(request, converter),
-                 table_settings={"measures": {"max_dead_letter_ratio": 0.5}})  # 1 of 4 records
-    src.sql("INSERT INTO measures VALUES (1, 1.5), (2, -0.0000000001)")
+                 table_settings={"measures": {"max_dead_letter_ratio": 0.5}})  # 2 of 5 records
+    src.sql("INSERT INTO measures VALUES (1, 1.5, '2024-01-01 00:00+00'), (2, -0.0000000001, NULL)")
     src.start()
     try:
-        src.sql("INSERT INTO measures VALUES (3, 2.25), (4, 1.00000000001)")  # 4: the batch's newest record
+        src.sql("INSERT INTO measures VALUES (5, 1, '294276-12-31 23:59:59.999999+00')")
+        src.sql("INSERT INTO measures VALUES (3, 2.25, NULL), (4, 1.00000000001, NULL)")  # 4: the newest record
         summary = src.ingest()
         [table] = summary["tables"]
-        assert table["status"] == "committed" and table["dead_letters"] == 1, table
-        [error] = src.dead_letter_errors()
-        assert "'v'" in error and "fractional digits" in error, error
-        expected = src.source_rows("measures")
-        assert src.lake_rows("measures") == {k: v for k, v in expected.items() if k != 4}
+        assert table["status"] == "committed" and table["dead_letters"] == 2, table
+        errors = sorted(src.dead_letter_errors(), key=lambda e: "'at'" in e)
+        assert "'v'" in errors[0] and "fractional digits" in errors[0], errors
+        assert "'at'" in errors[1] and "outside the int64 microsecond range" in errors[1], errors
+        lake, source = {"at": "unix_micros(at)"}, ({"at": unix_micros}, ("timestamptz",))  # as µs: year 294276
+        expected = src.source_rows("measures", *source)
+        assert src.lake_rows("measures", lake) == {k: v for k, v in expected.items() if k not in (4, 5)}
         src.sql("UPDATE measures SET v = 4 WHERE id = 4")
-        src.ingest()
-        assert src.lake_rows("measures") == src.source_rows("measures")
+        src.sql("UPDATE measures SET at = '294247-01-01 00:00+00' WHERE id = 5")  # fits
+        [table] = src.ingest()["tables"]
+        assert table["status"] == "committed" and table["dead_letters"] == 0, table
+        assert src.lake_rows("measures", lake) == src.source_rows("measures", *source)
     finally:
         src.stop()

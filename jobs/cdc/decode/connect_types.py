@@ -401,7 +401,10 @@ def parse_zoned_timestamp(v: str) -> int:
         digits = off[1:].replace(":", "")
         sign = -1 if off[0] == "-" else 1
         seconds -= sign * (int(digits[:2]) * 3600 + int(digits[2:4] or 0) * 60 + int(digits[4:6] or 0))
-    return seconds * 1_000_000 + int((frac or "").ljust(6, "0")[:6])
+    micros = seconds * 1_000_000 + int((frac or "").ljust(6, "0")[:6])
+    if not -INT64_MAX - 1 <= micros <= INT64_MAX:  # PostgreSQL's timestamptz reaches year 294276, int64 µs 294247
+        raise DecodeError(f"timestamp {v!r} is outside the int64 microsecond range (years -290308..294247)")
+    return micros
 
 
 def days_from_civil(y: int, m: int, d: int) -> int:

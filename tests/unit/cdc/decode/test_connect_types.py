@@ -146,6 +146,14 @@ def test_zoned_timestamp(text: str, expected: int) -> None:
     assert parse_zoned_timestamp(text) == expected
 
 
+def test_zoned_timestamp_beyond_int64_micros_is_a_decode_error() -> None:
+    """PostgreSQL's last timestamptz (year 294276) does not fit an int64 µs timestamp: a DecodeError naming it,
+    not an overflow further down (Debezium 3.6.1 sends '+294276-12-31T23:59:59.999999Z')."""
+    with pytest.raises(DecodeError, match="outside the int64 microsecond range"):
+        parse_zoned_timestamp("+294276-12-31T23:59:59.999999Z")
+    assert parse_zoned_timestamp("+294247-01-10T04:00:54.775807Z") == 2**63 - 1
+
+
 @pytest.mark.parametrize("bad", ["Infinity", "+infinity", "2023-03-23T07:00:10", "2023-13-01T00:00:00Z", ""])
 def test_zoned_timestamp_rejects(bad: str) -> None:
     with pytest.raises(DecodeError):
