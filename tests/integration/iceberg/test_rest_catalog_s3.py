@@ -120,3 +120,28 @@ def test_two_runs_of_one_table_commit_once_through_rest(broker, s3, rest, tmp_pa
     again = run_cli(path, env=env)
     assert again.returncode == 0, again.stderr[-3000:]
     assert summary_of(again)["tables"][0]["status"] == "empty"
+
+
+def test_two_pipelines_commit_at_once_to_one_ledger_through_rest(broker, s3, rest, tmp_path, monkeypatch):
+    """Two jobs of two pipelines sharing one metadata namespace run at once: both commit through the REST server
+    into their own targets and into the same ledger table (concurrent Iceberg commits to one table, which the REST
+    catalog serializes); a run that lost such a race exits 75 and its rerun commits. Both tables end equal to their
+    sources, the ledger holds each pipeline's batch."""
+    env = env_of(s3, rest)
+    one, two = rest_pipeline(broker, s3, rest), rest_pipeline(broker, s3, rest)
+    two["metadata_namespace"] = one["metadata_namespace"]
+    for raw, n in ((one, 30), (two, 20)):
+        events.produce(broker.bootstrap, raw["tables"][0]["topic"], rows(n))
+    paths = [write(raw, tmp_path / raw["pipeline"]) for raw in (one, two)]
+    results = [finish(p) for p in [start_job(path, env=env) for path in paths]]
+    for path, res in zip(paths, results):
+        assert res.returncode in (0, 75), res.stderr[-3000:]
+        if res.returncode == 75:
+            assert "[ConcurrentRunError]" in error_line(res) or "[CatalogUnavailable]" in error_line(res)
+            again = run_cli(path, env=env)
+            assert again.returncode == 0, again.stderr[-3000:]
+    for path, n in zip(paths, (30, 20)):
+        cfg = config_of(path, env)
+        assert sorted(target_rows(cfg, env, monkeypatch)) == list(range(n))
+        assert [(r["status"], r["end_offset"]) for r in ledger(cfg)] == [("committed", n)]
+    print("exit codes of the concurrent runs:", [r.returncode for r in results])
