@@ -123,7 +123,7 @@ def apply_batch(spark: Any, names: TableNames, batch_id: int, row_columns: Seque
         older = tuple_cmp_literal("t", spec.ordering, own, "<")
         live = f" AND NOT coalesce(t.{q(DELETED)}, false)" if soft else ""
         truncated = spark.sql(f"SELECT count(*) FROM {names.target} t WHERE {older}{live}").first()[0]
-        for stmt in truncate_sql(spec, own):
+        for stmt in truncate_sql(spec, own, target_rows=truncated > 0):
             spark.sql(stmt)
         checkpoint("after_truncate")
 

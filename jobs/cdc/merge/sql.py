@@ -332,13 +332,16 @@ def merge_tombstones_sql(spec: MergeSpec, classified: str) -> str:
     )
 
 
-def truncate_sql(spec: MergeSpec, position: Sequence[int]) -> list[str]:
-    """Statements applying a truncate at ``position`` to the target (and dropping older tombstones)."""
+def truncate_sql(spec: MergeSpec, position: Sequence[int], target_rows: bool = True) -> list[str]:
+    """Statements applying a truncate at ``position`` to the target (and dropping older tombstones); without
+    ``target_rows`` (no target row is older: a replayed range, a snapshot's end over its own reads) the target is left
+    alone, so no empty snapshot is committed."""
     older = tuple_cmp_literal("t", spec.ordering, position, "<")
     if spec.soft:
         sets = ", ".join([f"{q(DELETED)} = true", f"{q(OP)} = 't'", f"{q(BATCH_ID)} = {int(spec.batch_id)}"])
-        return [f"UPDATE {spec.target} t SET {sets} WHERE {older} AND NOT coalesce({q(DELETED)}, false)"]
-    stmts = [f"DELETE FROM {spec.target} t WHERE {older}"]
+        return [f"UPDATE {spec.target} t SET {sets} WHERE {older} AND NOT coalesce({q(DELETED)}, false)"
+                ] if target_rows else []
+    stmts = [f"DELETE FROM {spec.target} t WHERE {older}"] if target_rows else []
     if spec.tombstones:
         stmts.append(f"DELETE FROM {spec.tombstones} t WHERE {older}")
     return stmts
