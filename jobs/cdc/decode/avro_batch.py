@@ -29,7 +29,7 @@ from cdc.decode.avro import _HEADER
 from cdc.decode.avro_group import GroupPlan, vector_converter
 from cdc.decode.avro_positions import SOURCE_FIELDS, positions
 from cdc.decode.model import CHANGE, MESSAGE, TOMBSTONE
-from cdc.positions.ordering import binlog_file_seq
+from cdc.positions.ordering import SNAPSHOT_AT_ONE_POSITION, binlog_file_seq
 from cdc.positions.regression import NO_SERVER
 from cdc.schema.columns import (
     KAFKA_TS_MS,
@@ -176,7 +176,8 @@ def _decode_group(spec: Any, topic: str, partition: int, group: Sequence[Message
     arrays[TS_MS] = pc.if_else(is_m, pa.nulls(n, pa.int64()), table.column("ts_ms").combine_chunks()
                                    .cast(pa.int64())) if "ts_ms" in table.column_names else pa.nulls(n, pa.int64())
     arrays[SERVER_ID] = pc.if_else(is_m, pa.nulls(n, pa.string()), _servers(source))
-    arrays[SNAPSHOT_END] = _snapshot_ends(source, op)
+    arrays[SNAPSHOT_END] = _snapshot_ends(source, op) if spec.ordering.kind in SNAPSHOT_AT_ONE_POSITION \
+        else pa.array([False] * n, pa.bool_())
     arrays[UNAVAILABLE] = unavailable
     arrays.update(cols)
     batch = pa.RecordBatch.from_arrays([arrays[f.name].cast(f.type) for f in schema], schema=schema)

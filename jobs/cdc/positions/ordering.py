@@ -67,6 +67,10 @@ _KIND_COLUMNS = {"postgresql": POSTGRES_COMMIT_ORDERING, "postgresql_lsn": POSTG
 # kinds the vectorised Avro path does not compute (cdc.decode.avro_group hands their records to the per-record path);
 # SQL Server and Oracle positions are computed there row by row with Ordering.values (cdc.decode.avro_positions)
 PER_RECORD_KINDS = frozenset({"mongodb"})
+# kinds whose initial / blocking snapshot reads all carry one position (the snapshot's LSN, binlog coordinates, SCN),
+# so a snapshot's end can stand for a truncate just before it (cdc.merge.apply.snapshot_barrier); MongoDB's reads
+# carry their own times, an explicit ordering's meaning is unknown
+SNAPSHOT_AT_ONE_POSITION = frozenset({"postgresql", "postgresql_lsn", "mysql", "sqlserver", "oracle"})
 _SQLSERVER_LSN = re.compile(r"^\s*([0-9A-Fa-f]{8}):([0-9A-Fa-f]{8}):([0-9A-Fa-f]{4})\s*$")
 _SCN_SPLIT = 10**18
 _SEQUENCE = re.compile(r'^\s*\[\s*(?:null|"(\d+)")\s*,')

@@ -25,7 +25,7 @@ from cdc.decode.model import CHANGE, TOMBSTONE
 from cdc.kafka.consume import consume_range
 from cdc.kafka.offsets import new_consumer
 from cdc.kafka.plan import OffsetRange
-from cdc.positions.ordering import Ordering
+from cdc.positions.ordering import SNAPSHOT_AT_ONE_POSITION, Ordering
 from cdc.positions.regression import server_identity
 from cdc.schema.columns import (
     ERROR,
@@ -139,7 +139,8 @@ def stage_record(spec: ReadSpec, topic: str, partition: int, offset: int, ts_ms:
             return row
         row: dict[str, Any] = {**base, KIND: CHANGE, OP: ev.op, SOURCE_TS_MS: ev.source.get("ts_ms"),
                                TS_MS: ev.ts_ms, SERVER_ID: server_identity(ev.source.get("server_id")),
-                               SNAPSHOT_END: ev.op == "r" and ev.source.get("snapshot") in SNAPSHOT_END_MARKS,
+                               SNAPSHOT_END: ev.op == "r" and ev.source.get("snapshot") in SNAPSHOT_END_MARKS
+                               and spec.ordering.kind in SNAPSHOT_AT_ONE_POSITION,
                                UNAVAILABLE: list(ev.unavailable) or None, RAW_KEY: None, RAW_VALUE: None}
         position = spec.ordering.position(ev.source, ev.ts_ms, ev.op, partition, offset)
         row.update(zip(spec.ordering.columns, position))

@@ -437,3 +437,21 @@ def test_the_read_that_ends_a_snapshot_is_staged_as_its_end(op: str, mark: str, 
     row = stage_record(spec, "topic", 0, 7, None, None, value)
     assert (row["__kind"], row[SNAPSHOT_END]) == ("change", end)
 
+
+
+def test_a_snapshot_end_is_not_staged_where_reads_carry_positions_of_their_own() -> None:
+    """MongoDB's snapshot reads (and an explicit ordering's) carry positions of their own: a barrier just before the
+    last read would delete the snapshot's earlier reads, so their end is not staged as one."""
+    from cdc.positions.ordering import resolve
+    from cdc.schema.columns import SNAPSHOT_END, staging_columns
+    from cdc.stage.reader import ReadSpec, stage_record
+
+    value = json.dumps({"before": None, "after": {"id": 1}, "op": "r", "ts_ms": 5, "source": {
+        "connector": "postgresql", "lsn": 100, "snapshot": "last", "ts_ms": 4}}).encode()
+    d = decoder()
+    cols = d.resolve_columns([(None, value)])
+    ordering = resolve(["source.lsn"], "postgresql", "ns.t")
+    spec = ReadSpec(table="ns.t", kafka_conf={}, decoder=d.bind(cols), ordering=ordering, key=("id",),
+                    row_columns=tuple(cols), staging_columns=tuple(staging_columns(cols, ordering.columns)),
+                    batch_id=1)
+    assert stage_record(spec, "topic", 0, 7, None, None, value)[SNAPSHOT_END] is False
