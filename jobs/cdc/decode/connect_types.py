@@ -15,11 +15,9 @@ Choices worth knowing:
 * Timestamps without zone (``Timestamp``/``MicroTimestamp``/``NanoTimestamp``, Connect ``Timestamp``) become
   ``timestamp('us')`` (wall clock); ``ZonedTimestamp`` strings become ``timestamp('us', 'UTC')``. All conversions
   are integer arithmetic: nanoseconds are floored to microseconds, fractional seconds beyond 6 digits are dropped.
-* Debezium encodes PostgreSQL ``infinity``/``-infinity`` timestamps as sentinel numbers (PgJDBC's
-  ``PGStatement.DATE_POSITIVE_INFINITY``/``DATE_NEGATIVE_INFINITY`` µs); they pass through as long as they fit in
-  int64 microseconds (an overflow raises ``DecodeError`` → dead letter). ``timestamptz`` ±infinity arrives as the
-  ZonedTimestamp strings ``infinity``/``-infinity`` and becomes the same sentinels (``ZONED_INFINITY``); any other
-  string that is not an ISO-8601 instant raises ``DecodeError``. Float ``NaN``/``Infinity`` pass through as floats;
+* PostgreSQL ``±infinity`` timestamps arrive as sentinel µs (PgJDBC's ``DATE_POSITIVE/NEGATIVE_INFINITY``) and pass
+  through; ``timestamptz`` ones as the strings ``infinity``/``-infinity``, mapped to the same (``ZONED_INFINITY``).
+  A value beyond int64 µs, or a string that is no ISO-8601 instant, raises ``DecodeError`` → dead letter. Float ``NaN``/``Infinity`` pass through as floats;
   Kafka's JsonConverter writes them as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, which ``converter(...,
   json_text=True)`` turns back into the floats.
 * ``VariableScaleDecimal`` has no fixed scale: it becomes ``decimal128(38, 10)`` (``VARIABLE_SCALE_DECIMAL``,
@@ -376,8 +374,7 @@ _ZONED = re.compile(r"^([+-]?\d{4,})-(\d\d)-(\d\d)[T ](\d\d):(\d\d)(?::(\d\d)(?:
 
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-# timestamptz ±infinity (Debezium's PostgreSQL connector sends these strings) → the µs its timestamp columns carry for
-# ±infinity (PgJDBC's PGStatement.DATE_POSITIVE_INFINITY / DATE_NEGATIVE_INFINITY), so both land alike
+# timestamptz ±infinity → the µs Debezium sends for timestamp ±infinity (PgJDBC's PGStatement.DATE_*_INFINITY)
 ZONED_INFINITY = {"infinity": 9223372036825200000, "-infinity": -9223372036832400000}
 _MICROSECOND = dt.timedelta(microseconds=1)
 
