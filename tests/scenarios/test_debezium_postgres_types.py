@@ -330,3 +330,71 @@ def test_a_value_the_mapping_cannot_hold_is_a_dead_letter_naming_the_column(requ
         assert src.lake_rows("measures", lake) == src.source_rows("measures", *source)
     finally:
         src.stop()
+
+
+MODES_TABLE = ("id int PRIMARY KEY, t time, ts timestamp, ts3 timestamp(3), tstz timestamptz, d date, i interval, "
+               "b bytea, h hstore, lt ltree, ci citext")
+MODES_ROWS = ["'04:05:06.789012', '2024-02-29 12:34:56.123456', '1960-01-01 00:00:00.001', "
+              "'2024-02-29 12:34:56.123456+02', '1900-03-01', '1 year 2 months 3 days 04:05:06.789', '\\x00ff10', "
+              "'a=>1, b=>NULL, \"c d\"=>\"x\"', 'top.sci.astro', 'MiXeD'",
+              "'23:59:59.999999', '1969-12-31 23:59:59.999999', '0001-01-01 00:00:00', "
+              "'1969-12-31 23:59:59.999999+00', '0001-01-01', '-1 day -00:00:01.5', '', '', 'a', ''"]
+
+
+def to_millis(micros: int) -> int:
+    """``time.precision.mode=connect``: Connect Time/Timestamp carry milliseconds; Debezium floors the µs."""
+    return micros // 1000 * 1000
+
+
+def iso_interval(text: str) -> str:
+    """``interval.handling.mode=string``: Debezium's Interval text ``P<y>Y<m>M<d>DT<h>H<m>M<s>S`` of the fields
+    PostgreSQL prints (signs per field, seconds with their fraction)."""
+    parts = {"year": 0, "mon": 0, "day": 0}
+    for n, unit in re.findall(r"(-?\d+) (year|mon|day)s?", text):
+        parts[unit] = int(n)
+    sign, h, mi, s = re.search(r"(-?)(\d+):(\d\d):(\d\d(?:\.\d+)?)", text).groups()
+    seconds = Decimal(sign + s).normalize()
+    return (f"P{parts['year']}Y{parts['mon']}M{parts['day']}DT{int(sign + h)}H{int(sign + mi)}M"
+            f"{seconds:f}S")
+
+
+def hstore_map(text: str) -> dict[str, str | None]:
+    """``hstore.handling.mode=map``: ``map<string,string>`` of the pairs (NULL values kept)."""
+    pairs = re.findall(r'"((?:[^"\\]|\\.)*)"=>(NULL|"(?:[^"\\]|\\.)*")', text)
+    return {k: None if v == "NULL" else v[1:-1] for k, v in pairs}
+
+
+@pytest.mark.parametrize("converter", CONVERTERS)
+def test_connector_modes_connect_time_string_interval_hex_binary_and_hstore_map(request, postgres, broker, connect,
+                                                                               spark, warehouse, converter):
+    """Other connector settings (``time.precision.mode=connect``, ``interval.handling.mode=string``,
+    ``binary.handling.mode=hex``, ``hstore.handling.mode=map``) and extension types (hstore, ltree, citext): Connect
+    Time/Timestamp/Date (milliseconds: the µs are gone at the source), the ISO interval text, hex text, a
+    ``map<string,string>``; snapshot and streamed rows equal ``SELECT *`` by that mapping."""
+    src = Source(postgres, broker, connect, spark, warehouse, {"modes": "id int PRIMARY KEY"},
+                 registry=converter_registry(request, converter),
+                 **{"time.precision.mode": "connect", "interval.handling.mode": "string",
+                    "binary.handling.mode": "hex", "hstore.handling.mode": "map"})
+    for extension in ("hstore", "ltree", "citext"):
+        src.sql(f"CREATE EXTENSION IF NOT EXISTS {extension}")
+    for column in MODES_TABLE.split(", ")[1:]:
+        src.sql(f"ALTER TABLE modes ADD COLUMN {column}")
+    src.sql(f"INSERT INTO modes VALUES (1, {MODES_ROWS[0]})")
+    src.start()
+    try:
+        src.sql(f"INSERT INTO modes VALUES (2, {MODES_ROWS[0]}), (3, {MODES_ROWS[1]}), "
+                f"(4, {', '.join(['NULL'] * 10)})")
+        src.ingest_clean()
+        types = src.lake_types("modes")
+        assert [types[c] for c in ("t", "ts", "ts3", "tstz", "d", "i", "b", "h", "lt", "ci")] == [
+            "bigint", "timestamp_ntz", "timestamp_ntz", "timestamp", "date", "string", "string", "map<string,string>",
+            "string", "string"]
+        lake = {c: f"unix_micros(CAST({c} AS TIMESTAMP))" for c in ("ts", "ts3")} | {"tstz": "unix_micros(tstz)"}
+        expect = {"t": lambda v: to_millis(micros_of_day(v)), "ts": lambda v: to_millis(unix_micros(v)),
+                  "ts3": lambda v: to_millis(unix_micros(v)), "tstz": unix_micros, "i": iso_interval,
+                  "b": bytes.hex, "h": hstore_map}
+        expected = src.source_rows("modes", expect, ("time", "timestamp", "timestamptz", "interval"))
+        assert src.lake_rows("modes", lake) == expected
+        assert expected[3][1] == -1000 and expected[3][5] == "P0Y0M-1DT0H0M-1.5S"  # floored; per-field signs
+    finally:
+        src.stop()
