@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from devtools.broker import pid_alive
+from devtools.broker_daemon import pid_alive
 from devtools.demo.common import DAG_ID, HOST, PY, REPO, STATE, DemoError, say
 from devtools.demo.services import pidfile, spawn, wait_port
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from devtools.broker import pid_alive
+from devtools.broker_daemon import pid_alive
 from devtools.demo.common import CONNECT_PORT, HOST, PIPELINE, PY, REPO, SERVICES, STATE, DemoError, say
 
 # ----------------------------------------------------------------------------------------------- daemons
@@ -67,7 +67,7 @@ def stop_all(quiet: bool = False) -> None:
         if name == "postgres":
             done = stop_postgres()
         elif name == "broker":
-            from devtools.broker import daemon_stop
+            from devtools.broker_daemon import daemon_stop
 
             done = pidfile(name).exists() and daemon_stop(str(pidfile(name)))
         else:
@@ -92,7 +92,7 @@ def wait_port(port: int, timeout: float, what: str, pid: int | None = None) -> N
 
 
 def start_broker(port: int) -> str:
-    from devtools.broker import daemon_start
+    from devtools.broker_daemon import daemon_start
 
     return daemon_start(port, str(pidfile("broker")), str(STATE / "broker.log"))
 

@@ -14,7 +14,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from devtools import maven
-from devtools.broker import LocalBroker, daemon_stop, free_port, read_topic
+from devtools.broker import LocalBroker, free_port, read_topic
+from devtools.broker_daemon import daemon_stop
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -110,7 +111,7 @@ def test_cli_start_stop(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "devtools.broker", *args]
+        cmd = [sys.executable, "-m", "devtools.broker_daemon", *args]
         return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
 
     out = cli("start", "--port", str(port), "--pidfile", str(pidfile))
