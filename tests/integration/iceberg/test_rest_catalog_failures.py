@@ -87,15 +87,29 @@ def test_rest_catalog_server_down_behind_its_gateway_exits_75(broker, own_s3, ow
         ("committed", 0, 1), ("committed", 1, 2)]
 
 
-def test_bad_rest_credential_exits_2(broker, s3, rest, tmp_path):
+def test_bad_rest_credential_exits_2(broker, s3, rest, tmp_path, monkeypatch):
+    """A credential the catalog's OAuth2 endpoint refuses: 2, naming what to check; the result file (on S3) says
+    the same, and no secret is anywhere."""
     raw = rest_pipeline(broker, s3, rest)
     one_event(broker, raw)
     wrong = "cdc-client:not-the-secret-5f4e3d"
-    res = run_cli(write(raw, tmp_path), env={**env_of(s3, rest), "CDC_TEST_REST_CREDENTIAL": wrong})
+    # the result file on the object store, as in cluster deploy mode (pyarrow's S3 file system; AWS_ENDPOINT_URL
+    # names the local server for pyarrow and the AWS SDK alike)
+    result_file = f"s3://lake/_cdc_results/{raw['pipeline']}.json"
+    s3_env = {**env_of(s3, rest), "AWS_ENDPOINT_URL": s3.endpoint}
+    res = run_cli(write(raw, tmp_path), env={**s3_env, "CDC_TEST_REST_CREDENTIAL": wrong,
+                                             "CDC_RESULT_FILE": result_file})
     assert res.returncode == 2, res.stderr[-3000:]
     line = error_line(res)
     assert line.startswith("ERROR [CatalogError]") and "credential" in line, line
     assert_no_secrets(res, *secrets_of(s3, rest), "not-the-secret-5f4e3d")
+    from cdc.common.result_file import read_text
+
+    for k, v in s3_env.items():
+        monkeypatch.setenv(k, v)
+    result = read_text(result_file)  # what the Airflow operator reads back
+    assert result is not None, s3.keys("lake", "_cdc_results/")
+    assert "CatalogError" in result and "not-the-secret-5f4e3d" not in result and s3.secret_access_key not in result
 
 
 def test_s3_down_exits_75_and_bad_s3_keys_exit_2(broker, own_s3, own_rest, tmp_path):
