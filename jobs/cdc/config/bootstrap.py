@@ -75,7 +75,7 @@ def parse_bootstrap(raw: Any, key: str, fail: Callable[[str, str], Exception]) -
         return None
     if not isinstance(raw, dict):
         raise fail(key, "must be a mapping with jdbc_url and source_table")
-    extra = sorted(set(raw) - set(ALLOWED))
+    extra = sorted(set(raw) - set(ALLOWED), key=str)
     if extra:
         raise fail(f"{key}.{extra[0]}", f"unknown key (allowed: {', '.join(ALLOWED)})")
     url = raw.get("jdbc_url")

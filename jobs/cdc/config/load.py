@@ -60,8 +60,14 @@ def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = No
 
 
 def parse_config(raw: Any, src: str = "<memory>", env: Mapping[str, str] | None = None) -> PipelineConfig:
+    """Every mistake is a ``ConfigError`` naming ``src`` (and the key where the parser knows it): a check that
+    meets a value of a type it does not expect and fails in Python still names the file, never a raw TypeError."""
     p = _Parser(src, os.environ if env is None else env)
-    return p.pipeline(raw)
+    try:
+        return p.pipeline(raw)
+    except (TypeError, AttributeError, ValueError, KeyError) as exc:
+        raise ConfigError(f"{src}: a value of an unexpected type ({type(exc).__name__}: {exc}); check the file "
+                          "against docs/configuration.md") from exc
 
 
 class _Parser:
@@ -116,7 +122,7 @@ class _Parser:
         return value
 
     def unknown(self, raw: dict[str, Any], allowed: set[str], where: str) -> None:
-        extra = sorted(set(raw) - allowed)
+        extra = sorted(set(raw) - allowed, key=str)  # a YAML key may be a number
         if extra:
             raise self.fail(f"{where}{extra[0]}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
 
@@ -260,8 +266,10 @@ class _Parser:
             ordering = (ordering,)
         if isinstance(ordering, list):
             ordering = tuple(ordering)
-        if ordering != "auto" and (not ordering or not all(isinstance(o, str) and o for o in ordering)):
-            raise self.fail(w + "ordering", "must be auto or a list of field paths such as [source.lsn]")
+        if ordering != "auto" and (not isinstance(ordering, tuple) or not ordering
+                                   or not all(isinstance(o, str) and o for o in ordering)):
+            raise self.fail(w + "ordering", f"must be auto or a list of field paths such as [source.lsn], got "
+                                            f"{t.get('ordering')!r}")
         placeholder = t.get("unavailable_value_placeholder", DEFAULT_PLACEHOLDER)
         if not isinstance(placeholder, str) or not placeholder:
             raise self.fail(w + "unavailable_value_placeholder", "must be a non-empty string")
