@@ -61,3 +61,28 @@ def test_ingest_through_glue_on_moto_read_by_the_airflow_side(broker, s3, tmp_pa
         (1, "committed", 5), (2, "committed", 7)]
     for res in (first, second):
         assert s3.secret_access_key not in res.stdout + res.stderr
+
+
+def test_glue_endpoint_down_exits_75_and_bad_keys_exit_2(broker, tmp_path):
+    """Keys moto's IAM does not know: 2 (the Glue / S3 refusal, naming the credentials to check); the Glue endpoint
+    refusing connections (its server stopped): 75. A moto server of this test alone."""
+    from devtools.s3 import LocalS3
+    from tests.integration.iceberg.object_store import error_line
+
+    with LocalS3(auth=True) as own:
+        own.create_bucket("lake")
+        raw = glue_pipeline(broker, own)
+        path = write(raw, tmp_path / "pipelines")
+        events.produce(broker.bootstrap, raw["tables"][0]["topic"],
+                       [pg("c", 1, {"id": 1, "name": "a", "bio": None}, 11)])
+        bad = run_cli(path, env={**own.env(), "AWS_ACCESS_KEY_ID": "AKIAWRONGKEY0001",
+                                 "AWS_SECRET_ACCESS_KEY": "wrong-glue-secret-9z"})
+        assert bad.returncode == 2, bad.stderr[-3000:]
+        assert error_line(bad).startswith("ERROR [CatalogError]") and "credentials" in error_line(bad)
+        assert "wrong-glue-secret-9z" not in bad.stdout + bad.stderr
+        env = own.env()
+        own.stop()
+        down = run_cli(path, env=env)
+        assert down.returncode == 75, down.stderr[-3000:]
+        assert error_line(down).startswith("ERROR [CatalogUnavailable]"), down.stderr[-3000:]
+        assert env["AWS_SECRET_ACCESS_KEY"] not in down.stdout + down.stderr
