@@ -128,7 +128,8 @@ class _Parser:
 
     def pipeline(self, raw: Any) -> PipelineConfig:
         if not isinstance(raw, dict):
-            raise ConfigError(f"{self.src}: the file must hold a YAML mapping")
+            raise ConfigError(f"{self.src}: the file must hold a YAML mapping (pipeline:, kafka:, catalog:, tables:, "
+                              f"...), got {type(raw).__name__}")
         top = {"pipeline", "kafka", "schema_registry", "format", "catalog", "spark", "metadata_namespace", "batch",
                "defaults", "tables", "schedule", *READER_SECTIONS}
         self.unknown(raw, top, "")

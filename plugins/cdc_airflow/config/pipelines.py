@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cdc_airflow.config.options import validate
+from cdc_airflow.config.salvage import Salvaged, salvage
+from cdc_airflow.config.schedule import schedule_problem
 from cdc_airflow.config.settings import CdcSettings, ensure_import_paths
 
 if TYPE_CHECKING:
@@ -18,7 +20,9 @@ if TYPE_CHECKING:
 class PipelineFile:
     path: Path
     config: "PipelineConfig | None"
-    error: str | None = None
+    error: str | None = None  # a file that does not load: the error, naming the file and the key
+    error_class: str | None = None  # ConfigError, or the class of an unexpected error of the loader
+    salvaged: Salvaged | None = None  # a file that does not load: its name, schedule, on_failure where readable
 
 
 def pipeline_files(directory: Path) -> list[Path]:
@@ -28,9 +32,11 @@ def pipeline_files(directory: Path) -> list[Path]:
 
 
 def load_pipelines(settings: CdcSettings) -> list[PipelineFile]:
-    """Every YAML in the pipelines folder; a broken file yields an entry with ``error`` (the others still load)."""
+    """Every YAML in the pipelines folder; a broken file yields an entry with ``error`` and what could be salvaged
+    from it (``cdc_airflow.config.salvage``), whatever the loader raised: the others still load. The schedule is
+    checked here as Airflow checks it, so an invalid cron string is an error of its own file."""
     ensure_import_paths(settings)
-    from cdc.common.errors import CdcError
+    from cdc.common.errors import CdcError, ConfigError
     from cdc.config.load import load_config
 
     out: list[PipelineFile] = []
@@ -38,9 +44,15 @@ def load_pipelines(settings: CdcSettings) -> list[PipelineFile]:
         try:
             cfg = load_config(path)
             validate(cfg)  # the airflow: and metrics: sections
+            effective = settings.ingest_schedule(cfg.schedule)
+            if (problem := schedule_problem(effective)) is not None:
+                where = "key 'schedule'" if effective == cfg.schedule else "CDC_SCHEDULE (overrides key 'schedule')"
+                raise ConfigError(f"{path}: {where}: {problem}")
             out.append(PipelineFile(path, cfg))
-        except CdcError as exc:
-            out.append(PipelineFile(path, None, str(exc)))
+        except Exception as exc:  # noqa: BLE001 - one file never takes the other pipelines down
+            error = str(exc) if isinstance(exc, CdcError) else \
+                f"{path}: the config loader failed: {type(exc).__name__}: {exc}"
+            out.append(PipelineFile(path, None, error, type(exc).__name__, salvage(path, settings)))
     return out
 
 

@@ -15,6 +15,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 
 from cdc_airflow.config.options import STARTUP_MINUTES, airflow_options
 from cdc_airflow.config.pipelines import load_pipeline, resolve_routes
+from cdc_airflow.config.schedule import ingest_timetable
 from cdc_airflow.config.settings import CdcSettings
 from cdc_airflow.dags.common import START, default_args
 from cdc_airflow.monitor.freshness import check_freshness
@@ -29,20 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 UNPLANNED_KEY = "unplanned"  # the plan task's XCom: failed entries of ambiguous topic_pattern topics (plan_run)
-
-
-def ingest_timetable(schedule: str | None) -> Any:
-    """A cron schedule (or preset such as ``@hourly``) as a timetable with real data intervals.
-
-    Airflow 3 turns a cron string into ``CronTriggerTimetable``, whose runs have zero-length data intervals, so every
-    run of ``airflow backfill create`` would fail planning ("end_timestamp must be after start_timestamp"). With
-    ``CronDataIntervalTimetable`` a backfill run re-reads exactly the records Kafka stamped inside its interval.
-    Scheduled runs ignore the interval (they read from the ledger's cursor to the high watermark)."""
-    if schedule is None or schedule in ("@once", "@continuous"):
-        return schedule
-    from airflow.sdk.definitions.timetables.interval import CronDataIntervalTimetable
-
-    return CronDataIntervalTimetable(schedule, timezone="UTC")
 
 
 def plan_run(settings: CdcSettings, config_path: str, params: dict[str, Any]
@@ -175,16 +162,4 @@ def build_ingest_dag(settings: CdcSettings, cfg: "PipelineConfig") -> DAG:
                                ti.xcom_pull(task_ids="plan", key=UNPLANNED_KEY))
 
         ingest >> publish()
-    return dag
-
-
-def build_broken_dag(dag_id: str, path: str, error: str) -> DAG:
-    """A pipeline file that does not load still shows up, as a DAG whose only task fails with the error."""
-    with DAG(dag_id=dag_id, schedule=None, start_date=START, catchup=False, tags=["cdc", "config-error"],
-             description=f"BROKEN CONFIG: {error}"[:200], doc_md=f"`{path}` does not load:\n\n```\n{error}\n```") as dag:
-        @task(task_id="config_error", retries=0)
-        def config_error() -> None:
-            raise AirflowFailException(error)
-
-        config_error()
     return dag

@@ -59,52 +59,60 @@ def collect_status(settings: CdcSettings, watermarks: WatermarksFn | None = None
     and dead letters per error class."""
     out: list[dict[str, Any]] = []
     for pf in load_pipelines(settings):
-        if pf.config is None:
-            out.append({"pipeline": pf.path.stem, "file": str(pf.path), "error": pf.error, "tables": []})
+        if pf.config is None:  # listed with its error: the other pipelines are shown as usual
+            out.append({"pipeline": pf.salvaged.pipeline if pf.salvaged else pf.path.stem, "file": str(pf.path),
+                        "error": pf.error, "broken": True, "tables": []})
             continue
-        cfg = pf.config
-        entry: dict[str, Any] = {"pipeline": cfg.pipeline, "file": str(pf.path), "error": None, "tables": []}
-        cfg, entry["error"] = _resolved(cfg)
         try:
-            rows = read_rows(cfg.catalog, ledger_identifier(cfg.metadata_namespace), pipeline=cfg.pipeline)
-            dead = read_rows(cfg.catalog, dead_letters_identifier(cfg.metadata_namespace), pipeline=cfg.pipeline,
-                             columns=("table_name", "error_class"))
-        except Exception as exc:  # noqa: BLE001 - shown on the page
-            entry["error"] = f"cannot read the ledger: {_error(exc)}"
-            rows, dead = [], []
-        lags = table_lags(cfg, cfg.tables, rows, watermarks or _watermarks_fast, raise_errors=False)
-        try:
-            freshness = airflow_options(cfg).freshness_minutes
-        except Exception:  # noqa: BLE001 - the DAG shows the config error
-            freshness = {}
-        for t in cfg.tables:
-            tl = lags[t.target]
-            recent = batches(rows, t.target, batch_limit)
-            try:
-                snap = snapshot_id(cfg.catalog, t.target)
-            except Exception:  # noqa: BLE001 - fall back to the ledger's record of the last commit
-                snap = None
-            if snap is None:
-                snap = next((b["target_snapshot_id"] for b in recent if b["status"] == "committed"), None)
-            parts = sorted(set(tl.watermarks) | set(tl.committed))
-            ts = _newest_ts(cfg, t.target)
-            time_lag = time_lag_seconds(ts, now_ms)
-            classes: dict[str, int] = {}
-            for r in dead:
-                if r["table_name"] == t.target:
-                    classes[r.get("error_class") or "?"] = classes.get(r.get("error_class") or "?", 0) + 1
-            entry["tables"].append({
-                "table": t.target, "topic": t.topic, "lag_error": tl.error,
-                "lag_total": None if tl.error else tl.total,
-                "partitions": [{"partition": p, "high_watermark": tl.watermarks.get(p),
-                                "committed": tl.committed.get(p), "lag": tl.lag.get(p)} for p in parts],
-                "batches": recent, "dead_letters": sum(classes.values()), "dead_letter_classes": classes,
-                "snapshot_id": snap, "newest_source_ts": _iso_ms(ts), "time_lag_seconds": time_lag,
-                "time_lag": human_duration(time_lag), "freshness_minutes": freshness.get(t.target),
-                "stale": is_stale(freshness.get(t.target), time_lag, None if tl.error else tl.total),
-            })
-        out.append(entry)
+            out.append(_pipeline_status(pf.config, str(pf.path), watermarks, batch_limit, now_ms))
+        except Exception as exc:  # noqa: BLE001 - one pipeline never hides the others
+            out.append({"pipeline": pf.config.pipeline, "file": str(pf.path), "error": _error(exc), "tables": []})
     return out
+
+
+def _pipeline_status(cfg: Any, file: str, watermarks: WatermarksFn | None, batch_limit: int,
+                     now_ms: int | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"pipeline": cfg.pipeline, "file": file, "error": None, "broken": False, "tables": []}
+    cfg, entry["error"] = _resolved(cfg)
+    try:
+        rows = read_rows(cfg.catalog, ledger_identifier(cfg.metadata_namespace), pipeline=cfg.pipeline)
+        dead = read_rows(cfg.catalog, dead_letters_identifier(cfg.metadata_namespace), pipeline=cfg.pipeline,
+                         columns=("table_name", "error_class"))
+    except Exception as exc:  # noqa: BLE001 - shown on the page
+        entry["error"] = f"cannot read the ledger: {_error(exc)}"
+        rows, dead = [], []
+    lags = table_lags(cfg, cfg.tables, rows, watermarks or _watermarks_fast, raise_errors=False)
+    try:
+        freshness = airflow_options(cfg).freshness_minutes
+    except Exception:  # noqa: BLE001 - the DAG shows the config error
+        freshness = {}
+    for t in cfg.tables:
+        tl = lags[t.target]
+        recent = batches(rows, t.target, batch_limit)
+        try:
+            snap = snapshot_id(cfg.catalog, t.target)
+        except Exception:  # noqa: BLE001 - fall back to the ledger's record of the last commit
+            snap = None
+        if snap is None:
+            snap = next((b["target_snapshot_id"] for b in recent if b["status"] == "committed"), None)
+        parts = sorted(set(tl.watermarks) | set(tl.committed))
+        ts = _newest_ts(cfg, t.target)
+        time_lag = time_lag_seconds(ts, now_ms)
+        classes: dict[str, int] = {}
+        for r in dead:
+            if r["table_name"] == t.target:
+                classes[r.get("error_class") or "?"] = classes.get(r.get("error_class") or "?", 0) + 1
+        entry["tables"].append({
+            "table": t.target, "topic": t.topic, "lag_error": tl.error,
+            "lag_total": None if tl.error else tl.total,
+            "partitions": [{"partition": p, "high_watermark": tl.watermarks.get(p),
+                            "committed": tl.committed.get(p), "lag": tl.lag.get(p)} for p in parts],
+            "batches": recent, "dead_letters": sum(classes.values()), "dead_letter_classes": classes,
+            "snapshot_id": snap, "newest_source_ts": _iso_ms(ts), "time_lag_seconds": time_lag,
+            "time_lag": human_duration(time_lag), "freshness_minutes": freshness.get(t.target),
+            "stale": is_stale(freshness.get(t.target), time_lag, None if tl.error else tl.total),
+        })
+    return entry
 
 
 def _iso_ms(ms: int | None) -> str | None:
@@ -166,7 +174,7 @@ text-align:right;font-size:.85rem}th{background:#f0f4f8}td.l,th.l{text-align:lef
 STATUS_TEMPLATE = _ENV.from_string("""<!doctype html><html><head><meta charset="utf-8">
 <meta http-equiv="refresh" content="{{ refresh }}"><title>CDC status</title><style>{{ css }}</style></head><body>
 <h1>CDC status</h1><p class="muted">Generated {{ generated }}; refreshes every {{ refresh }} s.</p>
-{% for p in pipelines %}<h2>Pipeline {{ p.pipeline }}</h2><p class="muted"><code>{{ p.file }}</code></p>
+{% for p in pipelines %}<h2>Pipeline {{ p.pipeline }}{% if p.broken %} <span class="badge stale" title="the file does not load: its DAG cdc_{{ p.pipeline }} fails every run until it is fixed">BROKEN CONFIG</span>{% endif %}</h2><p class="muted"><code>{{ p.file }}</code></p>
 {% if p.error %}<p class="err">{{ p.error }}</p>{% endif %}
 {% for t in p.tables %}<h3>{{ t.table }} <span class="muted">← {{ t.topic }}</span>
 {% if t.stale %} <span class="badge stale" title="newest committed change older than freshness_minutes ({{ t.freshness_minutes }}) while the topic has newer data">STALE</span>
