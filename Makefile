@@ -32,9 +32,10 @@ test: venv
 
 test-unit: check
 
-soak: venv  # the fast-oracle scenarios make test skips, then 200 randomized ones
+soak: venv  # the fast-oracle scenarios make test skips, 200 randomized ones, and the real chain's random failures
 	$(PY) -m pytest -m slow tests/scenarios/test_oracle.py tests/scenarios/test_write_modes.py \
-		tests/scenarios/test_soak.py tests/scenarios/test_bootstrap_soak.py -s $(PYTEST_ARGS)
+		tests/scenarios/test_soak.py tests/scenarios/test_bootstrap_soak.py tests/scenarios/test_debezium_soak.py \
+		-s $(PYTEST_ARGS)
 
 # Performance targets as same-run ratios (issue 16); results in bench/results/<date>.json + .md. Defaults: 5 min on
 # 2 idle cores (27 under heavy load); the issue's sizes: BENCH_ARGS="--events 1000000 --preload 5000000". Not in CI.

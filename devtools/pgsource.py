@@ -61,8 +61,28 @@ class PostgresSource:
         self.connect.create(self.name, self.connector_config())
         self.connect.wait_running(self.name, timeout)
 
-    def stop(self) -> None:
+    def stop(self, drop_slot: bool = True, timeout: float = 60.0) -> None:
+        """Delete the connector; with ``drop_slot`` also its replication slot, once its walsender has let go of it
+        (a server has only a few slots: ``max_replication_slots``; a slot dropped while the connector is away is a
+        lost slot: the connector snapshots again when it comes back, by ``snapshot.mode``)."""
         self.connect.delete(self.name)
+        if not drop_slot:
+            return
+        slot = self.connector_config()["slot.name"]
+        deadline = time.monotonic() + timeout
+        while True:
+            rows = self.sql("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,))
+            if not rows:
+                return
+            if not rows[0][0]:
+                try:
+                    self.sql("SELECT pg_drop_replication_slot(%s)", (slot,))
+                    return
+                except Exception:  # noqa: BLE001 - taken again by a walsender that was just ending: retry
+                    pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"replication slot {slot} still active {timeout}s after its connector was deleted")
+            time.sleep(0.3)
 
     def sql(self, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
         return self.pg.execute(statement, params, database=self.database)

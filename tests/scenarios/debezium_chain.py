@@ -6,7 +6,6 @@ database itself: after ``ingest()`` the Iceberg table equals ``SELECT *`` of the
 from __future__ import annotations
 
 import math
-import time
 from decimal import Decimal
 from typing import Any, Callable, Mapping
 
@@ -57,26 +56,6 @@ class Source(PostgresSource):
             "catalog": {"name": "lake", "type": "hadoop", "warehouse": str(warehouse)},
             "metadata_namespace": unique("meta"), "batch": {"read_timeout_seconds": 30},
             "tables": [{"topic": self.topic(t), "target": f"{self.ns}.{t}", **extra.get(t, {})} for t in tables]})
-
-    def stop(self, timeout: float = 60.0) -> None:
-        """Delete the connector and drop its replication slot (the server has only a few: ``max_replication_slots``
-        in ``devtools.postgres``), once its walsender has let go of it."""
-        super().stop()
-        slot = self.connector_config()["slot.name"]
-        deadline = time.monotonic() + timeout
-        while True:
-            rows = self.sql("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,))
-            if not rows:
-                return
-            if not rows[0][0]:
-                try:
-                    self.sql("SELECT pg_drop_replication_slot(%s)", (slot,))
-                    return
-                except Exception:  # noqa: BLE001 - taken again by a walsender that was just ending: retry
-                    pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"replication slot {slot} still active {timeout}s after its connector was deleted")
-            time.sleep(0.3)
 
     def ingest(self, sync: bool = True) -> dict[str, Any]:
         """Every change made so far reaches Kafka (unless ``sync`` is false: what the topics hold now), then one

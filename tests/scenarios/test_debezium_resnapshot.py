@@ -62,13 +62,7 @@ class Source(PostgresSource):
 
     def lose_slot(self) -> None:
         """The connector is down and its replication slot is dropped (a failover, max_slot_wal_keep_size, a DBA)."""
-        slot = self.connector_config()["slot.name"]
-        self.stop()
-        deadline = time.monotonic() + 60
-        while self.pg.execute("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)) != [(False,)]:
-            assert time.monotonic() < deadline, "the slot stayed active"
-            time.sleep(0.5)
-        self.pg.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+        self.stop(drop_slot=True)
 
 
 def test_a_lost_slot_and_a_re_snapshot_delete_the_rows_deleted_meanwhile(postgres, broker, connect, spark,
