@@ -63,6 +63,17 @@ def bounds_from_args(args: argparse.Namespace) -> BackfillBounds:
     return BackfillBounds(default=Bounds(start_ts_ms=s_ts, end_ts_ms=e_ts), topics=topics)
 
 
+def check_offset_topics(bounds: BackfillBounds, pipeline: str, run_topics: list[str], topics: list[str]) -> None:
+    """A topic in ``--start-offsets`` / ``--end-offsets`` that no table of this run reads is a ``ConfigError``
+    (ignored, it made the backfill read the run's topics whole)."""
+    for topic, b in bounds.topics.items():
+        if topic not in run_topics:
+            flag = cli.START_OFFSETS if b.start_offsets else cli.END_OFFSETS
+            where = (f"pipeline {pipeline} has no topic {topic!r}" if topic not in topics else
+                     f"topic {topic!r} is not read by the tables of this run ({cli.TABLE})")
+            raise ConfigError(f"{flag}: {where} (its topics: {', '.join(sorted(topics))}); name one of them")
+
+
 def has_range(bounds: BackfillBounds) -> bool:
     return bool(bounds.topics) or bounds.default != Bounds()
 
@@ -82,6 +93,9 @@ def run(args: argparse.Namespace, own_process: bool) -> int:
     """``main`` after parsing: the exit code. ``own_process``: started from the command line (``cdc.spark.jvm_cache``)."""
     try:
         cfg = load_config(args.config)
+        from cdc.kafka.properties import check_properties
+
+        check_properties(cfg.kafka, cfg.source_path)  # a librdkafka property typo: exit 2 before Spark starts
         if args.max_records is not None:
             if args.max_records < 1:
                 raise ConfigError(f"{cli.MAX_RECORDS} must be >= 1")
@@ -98,6 +112,7 @@ def run(args: argparse.Namespace, own_process: bool) -> int:
             raise ConfigError(f"{cli.RESET_CURSOR} takes only {cli.TABLE} and {cli.START_OFFSETS}")
         if mode == "incremental" and has_range(bounds):
             raise ConfigError("--start/--end offsets and timestamps need --mode backfill")
+        check_offset_topics(bounds, cfg.pipeline, [t.topic for t in tables], [t.topic for t in cfg.tables if t.topic])
         from cdc.run.group import failed_entry
 
         # an ambiguous topic (two patterns, a shared target or helper tables) is a failed table; the others run

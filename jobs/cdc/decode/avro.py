@@ -183,7 +183,10 @@ class AvroDecoder(Decoder):
         return merge_columns(existing, self.source_columns(samples, existing))
 
     def source_columns(self, samples: Sequence[Sample], existing: Sequence[Column] = ()) -> list[Column]:
-        self._reader = self._latest(self.value_subject)
+        try:
+            self._reader = self._latest(self.value_subject)
+        except DecodeError as exc:
+            raise not_avro(exc, self.topic, samples) from None
         struct_ = self.row_struct(from_avro(json.loads(self._reader[1])))
         return columns_of(struct_) if struct_ is not None else []
 
@@ -341,7 +344,23 @@ class AvroDecoder(Decoder):
             raise DecodeError(f"corrupt Avro key (schema id {sid}): {type(exc).__name__}: {exc}") from None
 
 
+def _is_json(data: bytes | None) -> bool:
+    return bool(data) and bytes(data[:64]).lstrip()[:1] in (b"{", b"[")
+
+
+def not_avro(exc: DecodeError, topic: str, samples: Sequence[Sample]) -> DecodeError:
+    """A registry error of the value subject (none registered) when the sampled records are JSON says so: the
+    topic holds JsonConverter records and the YAML says ``format: avro``."""
+    if any(_is_json(value) for _key, value in samples):
+        return DecodeError(f"{exc}, and the records of topic {topic} are not Confluent Avro: this is JSON, set "
+                           "format: json")
+    return exc
+
+
 def _split(data: bytes, what: str) -> tuple[int, memoryview | bytes]:
+    if _is_json(data):
+        raise DecodeError(f"{what} is not Confluent Avro: this is JSON (it starts with "
+                          f"{bytes(data[:1]).decode('latin-1')!r}), set format: json")
     if len(data) < 5:
         raise DecodeError(f"{what} too short for the Confluent wire format ({len(data)} bytes)")
     magic, sid = _HEADER.unpack_from(data)

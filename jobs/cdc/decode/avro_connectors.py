@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from cdc.common.errors import DecodeError
 from cdc.decode import flattened, mongodb
-from cdc.decode.avro import AvroDecoder
+from cdc.decode.avro import AvroDecoder, not_avro
 from cdc.decode.base import Decoder, Sample
 from cdc.decode.connect_types import ConnectField, from_avro
 from cdc.decode.envelope import RowPlan, to_event
@@ -135,7 +135,11 @@ class AvroByConnector(Decoder):
         return self.chosen().resolve_columns(samples, existing)
 
     def source_columns(self, samples: Sequence[Sample], existing: Sequence[Column] = ()) -> list[Column]:
-        return self.chosen().source_columns(samples, existing)
+        try:
+            impl = self.chosen()
+        except DecodeError as exc:  # JSON records on a format: avro topic say so (cdc.decode.avro.not_avro)
+            raise not_avro(exc, self.avro.topic, samples) from None
+        return impl.source_columns(samples, existing)
 
     def record_columns(self, key: bytes | None, value: bytes | None,
                        existing: Sequence[Column] = ()) -> list[Column] | None:

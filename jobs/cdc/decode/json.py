@@ -237,6 +237,9 @@ def _loads(data: bytes | None, what: str) -> Any:
     try:
         return json.loads(data) if data else None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        if data is not None and len(data) >= 5 and data[:2] == b"\0\0":  # magic 0 and a schema id < 2^24
+            raise DecodeError(f"{what} is not JSON: this is Confluent Avro (magic byte 0, schema id "
+                              f"{int.from_bytes(data[1:5], 'big')}): set format: avro (and schema_registry.url)") from None
         raise DecodeError(f"{what} is not valid JSON: {exc}") from None
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from cdc.common.cli_contract import Bounds
-from cdc.common.errors import KafkaUnavailable, TerminalError
+from cdc.common.errors import ConfigError, KafkaUnavailable, TerminalError
 from cdc.kafka.consume import consume_range, read_raw
 from cdc.kafka.offsets import new_consumer, offsets_for_time, partitions, watermarks
 
@@ -103,6 +103,11 @@ def plan_backfill(kafka_conf: Mapping[str, Any], topic: str, bounds: Bounds, tim
     consumer = new_consumer(kafka_conf)
     try:
         parts = partitions(consumer, topic, timeout)
+        missing = sorted((set(bounds.start_offsets) | set(bounds.end_offsets)) - set(parts))
+        if missing:  # silently dropped, the backfill would read the whole partition range the flag meant to bound
+            flag = "--start-offsets" if missing[0] in bounds.start_offsets else "--end-offsets"
+            raise ConfigError(f"{flag}: topic {topic} has no partition {missing[0]} (its partitions: "
+                              f"{', '.join(map(str, sorted(parts)))}); fix the offsets")
         wm = watermarks(consumer, topic, parts, timeout)
         starts = {p: wm[p][0] for p in parts}
         ends = {p: wm[p][1] for p in parts}
