@@ -71,10 +71,11 @@ def test_two_claims_of_one_batch_that_see_each_other_still_leave_one_winner(make
     from cdc.common.errors import ConcurrentRunError
     from cdc.ledger.ledger import Ledger
     from cdc.ledger.state import LedgerRange
+    from cdc.ledger.tables import ensure_meta_tables
 
     p = make_pipe()
     p.send(pg("c", 1, {"id": 1, "name": "a", "bio": None}, 10))
-    p.run(dry_run=True)  # creates the metadata tables
+    ensure_meta_tables(p.spark, p.cfg)  # the metadata tables (a dry run writes nothing)
     name, target, ranges = f"lake.{p.cfg.metadata_namespace}.ledger", p.table.target, [LedgerRange(p.topic, 0, 0, 1)]
     a, b = (Ledger(p.spark.newSession(), name, p.cfg.pipeline) for _ in range(2))
     a_plan = a.state(target, p.topic)  # A plans

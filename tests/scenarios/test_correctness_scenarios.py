@@ -227,11 +227,12 @@ def test_scenario_03_a_live_claim_from_another_host_blocks_in_any_time_zone(make
     from cdc.common.errors import ConcurrentRunError
     from cdc.ledger.ledger import Ledger
     from cdc.ledger.state import LedgerRange
+    from cdc.ledger.tables import ensure_meta_tables
 
     p = make_pipe()
     p.send(pg("c", 1, row(1, "a"), 10))
     ledger_name = f"lake.{p.cfg.metadata_namespace}.ledger"
-    p.run(dry_run=True)  # creates the metadata tables
+    ensure_meta_tables(p.spark, p.cfg)  # the metadata tables (a dry run writes nothing)
     ledger = Ledger(p.spark, ledger_name, p.cfg.pipeline)
     ledger.claim(p.table.target, 1, "incremental", [LedgerRange(p.topic, 0, 0, 1)], "other-run",
                  seen=ledger.state(p.table.target, None).snapshot_id)
@@ -289,10 +290,11 @@ def test_scenario_04_take_over_rechecks_the_claim_it_read(make_pipe):
     from cdc.common.errors import ConcurrentRunError
     from cdc.ledger.ledger import Ledger
     from cdc.ledger.state import LedgerRange
+    from cdc.ledger.tables import ensure_meta_tables
 
     p = make_pipe()
     p.send(pg("c", 1, row(1, "a"), 10))
-    p.run(dry_run=True)
+    ensure_meta_tables(p.spark, p.cfg)  # the metadata tables (a dry run writes nothing)
     ledger = Ledger(p.spark, f"lake.{p.cfg.metadata_namespace}.ledger", p.cfg.pipeline)
     ledger.claim(p.table.target, 1, "incremental", [LedgerRange(p.topic, 0, 0, 1)], "run-a",
                  seen=ledger.state(p.table.target, None).snapshot_id)

@@ -31,7 +31,6 @@ from cdc.ledger.lease import LeaseKeeper, owner_alive, process_owner, renewal_in
 from cdc.ledger.ledger import Ledger
 from cdc.ledger.model import BOOTSTRAP_MODE
 from cdc.ledger.state import LedgerRange, PendingBatch, TableState
-from cdc.ledger.tables import ensure_meta_tables
 from cdc.ledger.write import Held
 from cdc.merge.apply import apply_batch
 from cdc.merge.modes.runner import effective_mode, keyless_warning
@@ -40,7 +39,8 @@ from cdc.positions import regression
 from cdc.positions.ordering import Ordering
 from cdc.run.group import run_isolated, table_session
 from cdc.run.identity import plan_checked
-from cdc.run.outcome import TableResult, phase, unwrap_task_error
+from cdc.run.meta import open_ledger
+from cdc.run.outcome import TableResult, phase
 from cdc.run.reset import reset_cursor
 from cdc.run.schema import BatchSchema, Idle, plan_schema
 from cdc.schema.columns import (
@@ -70,14 +70,7 @@ def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: 
     ``topic_pattern`` topics, ``cdc.kafka.topics.Routes``), listed after the others; with them one table is isolated
     too."""
     progress.start_run(cfg)
-    try:
-        ensure_meta_tables(spark, cfg)
-    except CdcError:
-        raise
-    except Exception as exc:  # e.g. an unwritable warehouse: one clear line, not a Py4J traceback
-        raise unwrap_task_error(exc, f"catalog {cfg.catalog.name}: cannot create the metadata tables in namespace "
-                                     f"{cfg.metadata_namespace}") from exc
-    ledger = Ledger(spark, f"{cfg.catalog.name}.{cfg.metadata_namespace}.ledger", cfg.pipeline)
+    ledger = open_ledger(spark, cfg, dry_run)  # creates the metadata tables; a dry run writes nothing (cdc.run.meta)
     if isolate and (len(tables) > 1 or failed):  # one table's failure does not stop the others (cdc.run.group)
 
         # every table plans from one ledger read (Ledger.states) instead of a read each
@@ -85,7 +78,7 @@ def run_batch(spark: Any, cfg: PipelineConfig, tables: list[TableConfig], mode: 
 
         def one(t: TableConfig) -> dict[str, Any]:
             own = table_session(spark, cfg)
-            return run_table(own, cfg, t, ledger if own is spark else Ledger(own, ledger.name, cfg.pipeline), mode,
+            return run_table(own, cfg, t, ledger if own is spark else type(ledger)(own, ledger.name, cfg.pipeline), mode,
                              dry_run, bounds, planned.get(t.target))
 
         summary = run_isolated(cfg, tables, mode, one)

@@ -55,7 +55,7 @@ def plan_checked(run: Any, cursor: Mapping[int, int], dry_run: bool) -> list[Off
     current = topic_id(cfg.kafka, t.topic, timeout)
     if current is None:
         return ranges
-    stored = stored_id(run.spark, run.ledger.name, t.target, t.topic)
+    stored = None if getattr(run.ledger, "absent", False) else stored_id(run.spark, run.ledger.name, t.target, t.topic)
     if stored is not None and stored != current and cursor:
         raise TerminalError(recreated_message(t.target, t.topic, stored, current, cursor,
                                               high_watermarks(cfg.kafka, t.topic, timeout)))

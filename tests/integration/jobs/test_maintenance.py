@@ -116,10 +116,11 @@ def test_a_claim_still_lands_when_a_compacted_file_mixes_a_renamed_pipeline_s_ro
     MERGE (``cdc.ledger.write``) instead of refusing every run."""
     from cdc.ledger.ledger import Ledger
     from cdc.ledger.state import LedgerRange
+    from cdc.ledger.tables import ensure_meta_tables
 
     p = make_pipe()
     p.send(pg("c", 1, {"id": 1, "name": "n1", "bio": None}, 1))
-    p.run(dry_run=True)  # the metadata tables
+    ensure_meta_tables(p.spark, p.cfg)  # the metadata tables (a dry run writes nothing)
     spark, ledger = p.spark, f"lake.{p.cfg.metadata_namespace}.ledger"
     for pipeline, batches in (("before-rename", (1, 2, 3)), (p.cfg.pipeline, (1,))):
         led = Ledger(spark, ledger, pipeline)

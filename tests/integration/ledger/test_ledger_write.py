@@ -26,7 +26,9 @@ LONG = "a-pipeline-named-longer-than-sixteen-characters"  # string bounds are cu
 def ledger_of(make_pipe):
     p = make_pipe()
     p.send(pg("c", 1, {"id": 1, "name": "n1", "bio": None}, 1))
-    p.run(dry_run=True)  # creates the metadata tables
+    from cdc.ledger.tables import ensure_meta_tables
+
+    ensure_meta_tables(p.spark, p.cfg)  # the metadata tables (a dry run writes nothing)
     return p, f"lake.{p.cfg.metadata_namespace}.ledger"
 
 
