@@ -25,15 +25,17 @@ from devtools.demo.airflow_api import (
 from devtools.demo.common import (
     API_PORT,
     BROKER_PORT,
+    CATALOG,
+    CATALOGS,
     DAG_ID,
     HOST,
     PARTITIONS,
-    PIPELINE,
     POSTGRES_PORT,
     PY,
     REGISTRY_PORT,
     STATE,
     DemoError,
+    pipeline_path,
     say,
 )
 from devtools.demo.compare import compare, ledger_summary
@@ -42,6 +44,7 @@ from devtools.demo.services import (
     run_ingest,
     start_broker,
     start_connect,
+    start_object_store,
     start_postgres,
     start_registry,
     stop_all,
@@ -54,12 +57,18 @@ from devtools.pgsource import PostgresSource
 
 def prepare(args: argparse.Namespace) -> tuple[dict[str, str], PostgresSource]:
     stop_all(quiet=True)
-    for sub in ("warehouse", "airflow", "build", "postgres", "connect"):
+    for sub in ("warehouse", "airflow", "build", "postgres", "connect", "pipelines", "iceberg-rest"):
         shutil.rmtree(STATE / sub, ignore_errors=True)
     STATE.mkdir(exist_ok=True)
     for log in STATE.glob("*.log"):
         log.unlink()
     t0 = time.monotonic()
+    store: dict[str, str] = {}
+    if CATALOG == "rest-s3":
+        store = start_object_store(dict(os.environ))
+        os.environ.update(store)
+        say(f"[{time.monotonic() - t0:5.1f}s] S3 (moto) and Apache Iceberg's REST catalog server: "
+            f"{pipeline_path().relative_to(STATE.parent)}")
     bootstrap = start_broker(args.broker_port)
     registry = start_registry(args.registry_port) if pipeline_format() == "avro" else None
     pg = start_postgres(args.postgres_port)
@@ -69,7 +78,7 @@ def prepare(args: argparse.Namespace) -> tuple[dict[str, str], PostgresSource]:
     say(f"[{time.monotonic() - t0:5.1f}s] Kafka Connect {connect.url}: Debezium's PostgreSQL connector, "
         + ("Confluent's AvroConverter" if registry else "Kafka's JsonConverter")
         + f"; topics with {PARTITIONS} partitions")
-    env = dict(os.environ)
+    env = {**os.environ, **store}
     env.update({"CDC_DEMO_BOOTSTRAP": bootstrap, "CDC_DEMO_WAREHOUSE": str(STATE / "warehouse"),
                 "CDC_DEMO_REGISTRY": registry or "http://127.0.0.1:1",
                 "PYSPARK_PYTHON": PY, "PYSPARK_DRIVER_PYTHON": PY})
@@ -80,7 +89,7 @@ def prepare(args: argparse.Namespace) -> tuple[dict[str, str], PostgresSource]:
 def pipeline_config() -> Any:
     from cdc.config.load import load_config  # the installed package (make venv: pip install -e .)
 
-    return load_config(PIPELINE)
+    return load_config(pipeline_path())
 
 
 def pipeline_format() -> str:
@@ -199,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "stop":
         stop_all()
         return 0
+    if CATALOG not in CATALOGS:
+        say(f"CDC_DEMO_CATALOG={CATALOG!r}: expected one of {', '.join(CATALOGS)}")
+        return 2
     try:
         return main_demo(args)
     except (DemoError, RuntimeError, TimeoutError) as exc:

@@ -13,7 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from devtools.broker_daemon import pid_alive
-from devtools.demo.common import CONNECT_PORT, HOST, PIPELINE, PY, REPO, SERVICES, STATE, DemoError, say
+from devtools.demo.common import (
+    CONNECT_PORT,
+    HOST,
+    PIPELINE,
+    PY,
+    REPO,
+    REST_PORT,
+    S3_PORT,
+    SERVICES,
+    STATE,
+    DemoError,
+    pipeline_path,
+    say,
+)
 
 # ----------------------------------------------------------------------------------------------- daemons
 
@@ -25,7 +38,8 @@ def _ours(pid: int) -> bool:
     """The pid still runs something the demo started (guards against a recycled pid)."""
     with contextlib.suppress(OSError):
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        return any(w in cmd for w in ("airflow", "devtools.registry", "kafka.Kafka", "ConnectDistributed"))
+        return any(w in cmd for w in ("airflow", "devtools.registry", "kafka.Kafka", "ConnectDistributed", "moto.server",
+                                       "RESTCatalogServer"))
     return False
 
 
@@ -120,6 +134,32 @@ def stop_postgres() -> bool:
     return True
 
 
+def start_object_store(env: dict[str, str]) -> dict[str, str]:
+    """``CDC_DEMO_CATALOG=rest-s3``: moto's S3 (bucket ``lake``) and Iceberg's REST catalog server on it, detached
+    (pidfiles ``s3``, ``iceberg-rest``), and the demo pipeline with that catalog in .demo/pipelines/demo.yaml.
+    Returns what the job, Airflow and the comparison need in their environment (the S3 server's open keys)."""
+    import yaml
+
+    from devtools.s3 import OPEN_KEY_ID, OPEN_SECRET, REGION
+
+    endpoint = f"http://{HOST}:{S3_PORT}"
+    for argv in (["devtools.s3", "start", "--port", str(S3_PORT)],
+                 ["devtools.rest_catalog", "start", "--port", str(REST_PORT), "--s3-endpoint", endpoint]):
+        proc = subprocess.run([PY, "-m", *argv, "--state", str(STATE)], env=env, cwd=REPO, capture_output=True,
+                              text=True, timeout=180)
+        if proc.returncode != 0:
+            raise DemoError(f"python -m {' '.join(argv)} failed: {(proc.stderr or proc.stdout).strip()[-1500:]}")
+    raw = yaml.safe_load(PIPELINE.read_text())
+    raw["catalog"] = {"name": "lake", "type": "rest", "uri": f"http://{HOST}:{REST_PORT}", "warehouse": "s3://lake/rest",
+                      "properties": {"s3.endpoint": endpoint, "s3.path-style-access": "true", "client.region": REGION}}
+    out = pipeline_path()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("# make demo with CDC_DEMO_CATALOG=rest-s3: pipelines/demo.yaml on the REST catalog and S3\n"
+                   + yaml.safe_dump(raw, sort_keys=False))
+    return {"AWS_ACCESS_KEY_ID": OPEN_KEY_ID, "AWS_SECRET_ACCESS_KEY": OPEN_SECRET, "AWS_REGION": REGION,
+            "CDC_PIPELINES_DIR": str(out.parent)}
+
+
 def start_connect(bootstrap: str) -> Any:
     """A Kafka Connect worker (Debezium's PostgreSQL connector, Confluent's AvroConverter), detached, pidfile."""
     from devtools.connect import ConnectWorker
@@ -134,7 +174,8 @@ def start_connect(bootstrap: str) -> Any:
 
 def run_ingest(env: dict[str, str]) -> dict[str, Any]:
     t0 = time.monotonic()
-    proc = subprocess.run([PY, str(REPO / "jobs" / "ingest.py"), "--config", str(PIPELINE), "--master", "local[2]"],
+    proc = subprocess.run([PY, str(REPO / "jobs" / "ingest.py"), "--config", str(pipeline_path()), "--master",
+                           "local[2]"],
                           env=env, cwd=REPO, capture_output=True, text=True)
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
