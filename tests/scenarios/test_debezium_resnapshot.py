@@ -12,53 +12,31 @@ from typing import Any
 
 import pytest
 
-from devtools.pgsource import PostgresSource
-from tests.conftest import REPO, unique
+from tests.conftest import unique
+from tests.scenarios.debezium_chain import Source as ChainSource
+from tests.scenarios.debezium_chain import connect_worker
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def connect(broker):
-    from devtools.connect import ConnectWorker
-
-    out = REPO / "test-output"
-    out.mkdir(exist_ok=True)
-    with ConnectWorker(broker.bootstrap, log_path=out / "connect-resnapshot.log") as worker:
-        yield worker
+    yield from connect_worker(broker)
 
 
-class Source(PostgresSource):
-    """One table ``items`` with a Debezium connector (two topic partitions) and the job's pipeline over it."""
+class Source(ChainSource):
+    """One table ``items`` with a Debezium connector (two topic partitions) and the job's pipeline over it
+    (``tests.scenarios.debezium_chain``); ``table``: extra settings of its ``tables[]`` entry."""
 
     def __init__(self, pg: Any, broker: Any, connect: Any, spark: Any, warehouse: Any, **table: Any) -> None:
-        from cdc.config.load import parse_config
+        super().__init__(pg, broker, connect, spark, warehouse, {"items": "id int PRIMARY KEY, v text, n int"},
+                         table_settings={"items": table}, partitions=2, **{"snapshot.mode": "when_needed"})
 
-        super().__init__(pg, connect, broker.bootstrap, unique("db"), unique("pg"),
-                         {"items": "id int PRIMARY KEY, v text, n int"}, name=unique("dbz"), partitions=2,
-                         **{"snapshot.mode": "when_needed"})
-        self.create()
-        self.spark, self.ns = spark, unique("rs")
-        self.cfg = parse_config({
-            "pipeline": "rs", "kafka": {"bootstrap.servers": broker.bootstrap}, "format": "json",
-            "catalog": {"name": "lake", "type": "hadoop", "warehouse": str(warehouse)},
-            "metadata_namespace": unique("meta"), "batch": {"read_timeout_seconds": 30},
-            "tables": [{"topic": self.topic("items"), "target": f"{self.ns}.items", **table}]})
-
-    def ingest(self) -> dict[str, Any]:
-        from cdc.run.batch import run_batch
-
-        self.sync()
-        [result] = run_batch(self.spark, self.cfg, list(self.cfg.tables))["tables"]
-        assert result["status"] == "committed" and result["dead_letters"] == 0, result
+    def batch(self) -> dict[str, Any]:
+        """One batch of every change so far: committed, no dead letter; its summary."""
+        [result] = self.ingest_clean()["tables"]
+        assert result["status"] == "committed", result
         return result
-
-    def source_rows(self) -> dict[int, tuple]:
-        return {r[0]: tuple(r[1:]) for r in self.sql("SELECT id, v, n FROM items")}
-
-    def lake_rows(self) -> dict[int, tuple]:
-        rows = self.spark.table(f"lake.{self.ns}.items").collect()
-        return {r["id"]: (r["v"], r["n"]) for r in rows}
 
     def lose_slot(self) -> None:
         """The connector is down and its replication slot is dropped (a failover, max_slot_wal_keep_size, a DBA).
@@ -79,8 +57,8 @@ def test_a_lost_slot_and_a_re_snapshot_delete_the_rows_deleted_meanwhile(postgre
     src.sql("INSERT INTO items SELECT g, 'v' || g, g FROM generate_series(1, 40) g")
     src.start()
     src.sql("UPDATE items SET n = -1 WHERE id <= 3")
-    src.ingest()
-    assert src.lake_rows() == src.source_rows()
+    src.batch()
+    assert src.lake_rows("items") == src.source_rows("items")
 
     src.lose_slot()
     src.sql("DELETE FROM items WHERE id BETWEEN 5 AND 14")  # nobody streams these deletes
@@ -88,14 +66,14 @@ def test_a_lost_slot_and_a_re_snapshot_delete_the_rows_deleted_meanwhile(postgre
     src.sql("INSERT INTO items VALUES (41, 'new while gone', 41)")
     src.start()  # the connector again, on a new slot: its initial snapshot
     src.sql("UPDATE items SET n = 99 WHERE id = 30")  # streamed after the snapshot
-    result = src.ingest()
-    assert src.lake_rows() == src.source_rows()
+    result = src.batch()
+    assert src.lake_rows("items") == src.source_rows("items")
     assert result["deleted"] >= 10, result
 
     src.sql("DELETE FROM items WHERE id = 31")
     src.sql("INSERT INTO items VALUES (5, 'back', 5)")  # a key the re-snapshot removed comes back
-    src.ingest()
-    assert src.lake_rows() == src.source_rows()
+    src.batch()
+    assert src.lake_rows("items") == src.source_rows("items")
     src.stop()
 
 
@@ -104,13 +82,13 @@ def test_snapshot_deletes_off_keeps_rows_a_snapshot_did_not_read(postgres, broke
     src = Source(postgres, broker, connect, spark, warehouse, snapshot_deletes=False)
     src.sql("INSERT INTO items SELECT g, 'v' || g, g FROM generate_series(1, 10) g")
     src.start()
-    src.ingest()
+    src.batch()
     src.lose_slot()
     src.sql("DELETE FROM items WHERE id <= 3")
     src.start()
-    src.ingest()
-    lake = src.lake_rows()
-    assert set(lake) == set(range(1, 11)) and {k: lake[k] for k in src.source_rows()} == src.source_rows()
+    src.batch()
+    lake = src.lake_rows("items")
+    assert set(lake) == set(range(1, 11)) and {k: lake[k] for k in src.source_rows("items")} == src.source_rows("items")
     src.stop()
 
 
@@ -121,7 +99,7 @@ def test_a_blocking_snapshot_while_rows_change(postgres, broker, connect, spark,
     src = Source(postgres, broker, connect, spark, warehouse)
     src.sql("INSERT INTO items SELECT g, 'v' || g, g FROM generate_series(1, 60) g")
     src.start()
-    src.ingest()
+    src.batch()
     stop = threading.Event()
 
     def churn() -> None:
@@ -145,6 +123,6 @@ def test_a_blocking_snapshot_while_rows_change(postgres, broker, connect, spark,
     finally:
         stop.set()
         worker.join()
-    src.ingest()
-    assert src.lake_rows() == src.source_rows()
+    src.batch()
+    assert src.lake_rows("items") == src.source_rows("items")
     src.stop()
